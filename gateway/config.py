@@ -1,0 +1,293 @@
+"""The YAML config file, decoded into Structs; every error names its key path.
+
+``${VAR}`` and ``${VAR:-default}`` are replaced in string values (never in keys) before decoding,
+so a secret coming from the environment is never written into the file.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import msgspec
+import yaml
+
+TEXT_PROTOCOLS = ("chat", "messages", "v1beta")
+MEDIA_PROTOCOLS = ("imagetask", "videoa", "videos", "music")
+Protocol = Literal["chat", "messages", "v1beta", "responses", "audio", "imagetask", "videoa", "videos", "music"]
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    pass
+
+
+class Listen(_Section):
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+
+class SimulatorConfig(_Section):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8101
+    ttft_ms: float = 0.0
+    token_ms: float = 0.0
+
+
+class BillingConfig(_Section):
+    rmb_per_usd: float = 7.2
+    demo_quota_usd: float = 100.0  # balance of the demo user made on first start
+
+
+class GroupConfig(_Section):
+    ratio: float = 1.0
+    models: list[str] | None = None
+
+
+class Price(_Section):
+    """USD. Token prices per million tokens; the rest per unit named in the key."""
+
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
+    cache_read_per_mtok: float | None = None
+    reasoning_per_mtok: float | None = None
+    per_second: float | None = None
+    per_minute: float | None = None
+    per_task: float | None = None
+
+
+class ModelConfig(_Section):
+    id: str
+    owned_by: str = "gateway"
+    created: int = 1700000000
+    price: Price = msgspec.field(default_factory=Price)
+    max_output_tokens: int = 4096  # output ceiling reserved when a request sets no max_tokens
+
+
+class TasksConfig(_Section):
+    poll_first_s: float = 5.0
+    poll_interval_s: float = 15.0
+    timeout_s: float = 3600.0
+    callback_allowlist: list[str] = []
+
+
+class UpstreamTimeouts(_Section):
+    connect_s: float = 10.0
+    first_byte_s: float = 120.0
+    idle_s: float = 120.0  # longest silence between two stream chunks
+
+
+class UpstreamConfig(_Section):
+    name: str
+    protocol: Protocol
+    base_url: str
+    api_key: str = ""
+    models: list[str] | dict[str, str] = []
+    priority: int = 0
+    weight: int = 1
+    timeouts: UpstreamTimeouts = msgspec.field(default_factory=UpstreamTimeouts)
+
+    def model_map(self) -> dict[str, str]:
+        """Public model id -> the id this upstream knows it by."""
+        if isinstance(self.models, dict):
+            return dict(self.models)
+        return {m: m for m in self.models}
+
+
+class RoutingConfig(_Section):
+    max_attempts: int = 3  # upstream tries per request, failover included
+    cooldown_s: float = 30.0  # how long a failing upstream is left out
+
+
+class LimitsConfig(_Section):
+    json_body_bytes: int = 32 * 1024 * 1024
+    transcription_bytes: int = 25 * 1024 * 1024
+    video_submit_bytes: int = 200 * 1024 * 1024
+
+
+class LoggingConfig(_Section):
+    access_log: bool = True
+    level: str = "INFO"
+
+
+class Config(_Section, dict=True):
+    listen: Listen = msgspec.field(default_factory=Listen)
+    database: str = "sqlite:///./data/gateway.db"
+    redis: str | None = None
+    admin_key: str | None = None
+    simulator: SimulatorConfig = msgspec.field(default_factory=SimulatorConfig)
+    billing: BillingConfig = msgspec.field(default_factory=BillingConfig)
+    groups: dict[str, GroupConfig] = msgspec.field(default_factory=lambda: {"default": GroupConfig()})
+    models: list[ModelConfig] = []
+    tasks: TasksConfig = msgspec.field(default_factory=TasksConfig)
+    upstreams: list[UpstreamConfig] = []
+    routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
+    limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
+    logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+    trusted_proxies: list[str] = []  # IPs/CIDRs whose X-Forwarded-For is believed
+
+    @cached_property
+    def models_by_id(self) -> dict[str, ModelConfig]:
+        return {m.id: m for m in self.models}
+
+    def model(self, model_id: str) -> ModelConfig | None:
+        return self.models_by_id.get(model_id)
+
+
+class ConfigError(Exception):
+    """One or more config problems, each line ``key.path: what is wrong``."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+
+
+def _interpolate(value: Any, path: str, errors: list[str]) -> Any:
+    if isinstance(value, str):
+        def replace(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            errors.append(f"{path or '$'}: environment variable {name} is not set")
+            return ""
+        return _VAR.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: _interpolate(v, _join(path, str(k)), errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+    return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+_MSGSPEC_PATH = re.compile(r" - at `\$(.*)`$")
+
+
+def _msgspec_error(exc: msgspec.ValidationError, prefix: str) -> str:
+    """``Expected `int`, got `str` - at `$.port``` -> ``listen.port: expected `int`, got `str```."""
+    text = str(exc)
+    match = _MSGSPEC_PATH.search(text)
+    sub = match.group(1) if match else ""
+    message = text[: match.start()] if match else text
+    unknown = re.match(r"Object contains unknown field `(.+)`", message)
+    if unknown:
+        sub = f"{sub}.{unknown.group(1)}"
+        message = "unknown key"
+    path = prefix + sub if sub.startswith("[") or not prefix else prefix + sub
+    path = path.lstrip(".") or "$"
+    return f"{path}: {message[:1].lower()}{message[1:]}"
+
+
+def _decode_sections(raw: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    """Validate each top-level key (and each list item) on its own so that all errors are found."""
+    fields = {f.name: f.type for f in msgspec.structs.fields(Config)}
+    good: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in fields:
+            errors.append(f"{key}: unknown key")
+            continue
+        if isinstance(value, list) and key in ("models", "upstreams"):
+            item_type = ModelConfig if key == "models" else UpstreamConfig
+            items_ok = True
+            for i, item in enumerate(value):
+                try:
+                    msgspec.convert(item, item_type, strict=False)
+                except msgspec.ValidationError as exc:
+                    errors.append(_msgspec_error(exc, f"{key}[{i}]"))
+                    items_ok = False
+            if items_ok:
+                good[key] = value
+            continue
+        try:
+            msgspec.convert({key: value}, Config, strict=False)
+            good[key] = value
+        except msgspec.ValidationError as exc:
+            errors.append(_msgspec_error(exc, ""))
+    return good
+
+
+def _check_semantics(config: Config, errors: list[str]) -> None:
+    model_ids: set[str] = set()
+    for i, model in enumerate(config.models):
+        if model.id in model_ids:
+            errors.append(f"models[{i}].id: duplicate model id {model.id!r}")
+        model_ids.add(model.id)
+        for name in msgspec.structs.fields(Price):
+            value = getattr(model.price, name.name)
+            if value is not None and value < 0:
+                errors.append(f"models[{i}].price.{name.name}: must not be negative")
+    names: set[str] = set()
+    for i, up in enumerate(config.upstreams):
+        where = f"upstreams[{i}]"
+        if up.name in names:
+            errors.append(f"{where}.name: duplicate upstream name {up.name!r}")
+        names.add(up.name)
+        parts = urlsplit(up.base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            errors.append(f"{where}.base_url: must be an http(s) URL, got {up.base_url!r}")
+        if up.weight < 1:
+            errors.append(f"{where}.weight: must be at least 1")
+        for public in up.model_map():
+            if public not in model_ids:
+                errors.append(f"{where}.models: {public!r} is not in the models catalogue")
+    for name, group in config.groups.items():
+        if group.ratio < 0:
+            errors.append(f"groups.{name}.ratio: must not be negative")
+        for model_id in group.models or []:
+            if model_id not in model_ids:
+                errors.append(f"groups.{name}.models: {model_id!r} is not in the models catalogue")
+    if "default" not in config.groups:
+        errors.append("groups: a 'default' group is required")
+    for i, entry in enumerate(config.trusted_proxies):
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            errors.append(f"trusted_proxies[{i}]: not an IP or CIDR: {entry!r}")
+    if not (config.database.startswith("sqlite:///") or config.database.startswith(("postgresql://",
+                                                                                      "postgres://"))):
+        errors.append("database: must start with sqlite:/// or postgresql://")
+    if config.redis is not None and not config.redis.startswith(("redis://", "rediss://", "unix://")):
+        errors.append("redis: must be a redis:// URL or null")
+    if config.billing.rmb_per_usd <= 0:
+        errors.append("billing.rmb_per_usd: must be positive")
+
+
+def parse_config(text: str) -> Config:
+    """Decode config text; raises ConfigError listing every problem found."""
+    errors: list[str] = []
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"$: not valid YAML: {exc}"]) from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(["$: the config must be a mapping"])
+    raw = _interpolate(raw, "", errors)
+    good = _decode_sections(raw, errors)
+    if errors:
+        raise ConfigError(errors)
+    config = msgspec.convert(good, Config, strict=False)
+    _check_semantics(config, errors)
+    if errors:
+        raise ConfigError(errors)
+    return config
+
+
+def load_config(path: str | Path) -> Config:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"$: cannot read {path}: {exc.strerror}"]) from exc
+    return parse_config(text)

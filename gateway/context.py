@@ -1,0 +1,34 @@
+"""The running gateway: every long-lived service one app instance holds, in one typed object.
+
+Routes reach it through ``request.app.state.gateway``; nothing here is a module-level global.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pluggy
+
+from gateway.catalogue import Catalogue
+from gateway.config import Config
+
+if TYPE_CHECKING:
+    from gateway.auth import Authenticator
+    from gateway.metering.meter import Meter
+    from gateway.storage.base import Storage
+    from gateway.translation import UpstreamAdapter
+    from gateway.upstream.pool import UpstreamPool
+
+
+@dataclass
+class Gateway:
+    config: Config
+    plugins: pluggy.PluginManager
+    catalogue: Catalogue
+    storage: Storage
+    auth: Authenticator
+    meter: Meter
+    upstreams: UpstreamPool
+    instance_id: str
+    adapters: dict[str, UpstreamAdapter] = field(default_factory=dict)

@@ -1,0 +1,146 @@
+"""The two interfaces a wire family implements: a client-facing Frontend and an UpstreamAdapter.
+
+A translator module (``translators/<family>``) provides both for its wire format:
+
+* ``Frontend``: decodes the client's wire request into a ``ChatRequest`` and encodes canonical
+  responses and stream events back into the client's wire format. It also knows how to read the
+  few fields that metering and routing need straight from the bytes (``peek``), and how to treat a
+  same-format upstream's bytes on the fast path (``FastPath``).
+* ``UpstreamAdapter``: builds the wire request for an upstream of its protocol from a
+  ``ChatRequest`` and decodes that upstream's answers (whole, or streamed) into canonical form.
+
+Both are pure: no I/O. The core pipeline (``gateway.relay``) does the HTTP, metering and routing.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import msgspec
+
+from gateway.canonical import (
+    ChatRequest,
+    ChatResponse,
+    EmbeddingRequest,
+    EmbeddingResponse,
+    StreamEvent,
+    Usage,
+)
+
+
+class RequestView(msgspec.Struct):
+    """What the core needs from a request before deciding anything."""
+
+    model: str
+    stream: bool = False
+    max_tokens: int | None = None
+    input_tokens_estimate: int = 0  # an over- rather than under-estimate: it sizes the reservation
+    stream_usage: bool = False  # the client asked for usage in its stream
+
+
+class UpstreamCall(msgspec.Struct):
+    """One HTTP request to an upstream, relative to its ``base_url``."""
+
+    path: str  # e.g. "/v1/chat/completions" or "/v1beta/models/x:streamGenerateContent?alt=sse"
+    body: bytes
+    headers: dict[str, str] = {}
+
+
+class StreamDecoder(Protocol):
+    """Turns an upstream's raw stream bytes (any chunking) into canonical events."""
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]: ...
+
+    def close(self) -> list[StreamEvent]:
+        """End of the byte stream: flush, and report whether it ended cleanly via ``complete``."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """True once the upstream sent its terminal event (``[DONE]``, ``message_stop``, ...)."""
+        ...
+
+
+class StreamEncoder(Protocol):
+    """Turns canonical events into the client's wire stream bytes."""
+
+    content_type: str
+
+    def encode(self, event: StreamEvent) -> bytes: ...
+
+    def close(self) -> bytes:
+        """Bytes that end the stream (``data: [DONE]``, ``]``...), possibly empty."""
+        ...
+
+    def error(self, status: int, code: str, message: str) -> bytes:
+        """An in-band error event for a stream that already started."""
+        ...
+
+
+class FastPathStream(Protocol):
+    """Watches a same-format upstream stream as it is relayed: reads usage, may drop bytes."""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Returns the bytes to send to the client for this chunk (usually ``chunk`` itself)."""
+        ...
+
+    def close(self) -> bytes: ...
+
+    @property
+    def usage(self) -> Usage | None: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+
+class Frontend(Protocol):
+    family: str  # "chat" | "messages" | "v1beta"
+
+    def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
+        """Minimal decode for auth/metering/routing; raises InvalidRequest on malformed input."""
+        ...
+
+    def decode_request(self, body: bytes, path_model: str | None, stream_hint: bool) -> ChatRequest:
+        """Full decode and validation; raises InvalidRequest naming the field."""
+        ...
+
+    def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes: ...
+
+    def stream_encoder(self, request: ChatRequest) -> StreamEncoder: ...
+
+    # --- same-format fast path: the upstream speaks this family's protocol --------------------
+
+    def fast_request(self, body: bytes, view: RequestView, upstream_model: str) -> UpstreamCall:
+        """The upstream call for the client's own bytes, changing only what must change (the model
+        id when aliased, asking the upstream for stream usage)."""
+        ...
+
+    def fast_usage(self, body: bytes) -> Usage | None:
+        """Usage from a same-format, non-streamed upstream answer body."""
+        ...
+
+    def fast_stream(self, view: RequestView) -> FastPathStream: ...
+
+    def fast_response(self, body: bytes, view: RequestView, public_model: str) -> bytes:
+        """The upstream's body as sent to the client (model id restored when aliased)."""
+        ...
+
+
+class UpstreamAdapter(Protocol):
+    protocol: str  # "chat" | "messages" | "v1beta" | ...
+
+    def auth_headers(self, api_key: str) -> dict[str, str]: ...
+
+    def build_request(self, request: ChatRequest, upstream_model: str) -> UpstreamCall: ...
+
+    def decode_response(self, body: bytes, request: ChatRequest) -> ChatResponse: ...
+
+    def stream_decoder(self, request: ChatRequest) -> StreamDecoder: ...
+
+    def build_embedding_request(self, request: EmbeddingRequest, upstream_model: str) -> UpstreamCall: ...
+
+    def decode_embedding_response(self, body: bytes, request: EmbeddingRequest) -> EmbeddingResponse: ...
+
+    def error_message(self, body: bytes) -> str:
+        """The human message inside this protocol's error envelope (for relaying upstream 4xx)."""
+        ...
