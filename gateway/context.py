@@ -32,3 +32,6 @@ class Gateway:
     upstreams: UpstreamPool
     instance_id: str
     adapters: dict[str, UpstreamAdapter] = field(default_factory=dict)
+    # Per-app state of plugins (metrics registry, task engine, ...), keyed by plugin name, so that
+    # no plugin needs module-level mutable state.
+    extensions: dict[str, object] = field(default_factory=dict)
