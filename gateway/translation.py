@@ -126,6 +126,24 @@ class Frontend(Protocol):
         ...
 
 
+class EmbeddingFrontend(Protocol):
+    family: str
+
+    def decode_embedding_request(self, body: bytes, path_model: str | None) -> EmbeddingRequest:
+        """Full decode and validation; raises InvalidRequest naming the field."""
+        ...
+
+    def encode_embedding_response(self, response: EmbeddingResponse, request: EmbeddingRequest) -> bytes: ...
+
+    def fast_embedding_request(self, body: bytes, request: EmbeddingRequest,
+                               upstream_model: str) -> UpstreamCall: ...
+
+    def fast_embedding_response(self, body: bytes, request: EmbeddingRequest,
+                                public_model: str) -> tuple[bytes, Usage | None]:
+        """A same-format upstream's answer as sent to the client, and the usage it reports."""
+        ...
+
+
 class UpstreamAdapter(Protocol):
     protocol: str  # "chat" | "messages" | "v1beta" | ...
 

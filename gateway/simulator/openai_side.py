@@ -13,7 +13,13 @@ from aiohttp import web
 from gateway.simulator import textgen as tg
 from gateway.simulator.server import BadRequest, Ctx, json_response
 
-MODELS = ("gpt-sim", "gpt-sim-mini", "o-sim-reasoning", "text-embedding-3-small-sim", "text-embedding-3-large-sim")
+MODELS = (
+    "gpt-sim",
+    "gpt-sim-mini",
+    "o-sim-reasoning",
+    "text-embedding-3-small-sim",
+    "text-embedding-3-large-sim",
+)
 _CREATED = 1_700_000_000
 
 
@@ -49,8 +55,12 @@ def _usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, Any]:
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0,
-                                      "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": reasoning,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
     }
 
 
@@ -121,34 +131,58 @@ async def chat_completions(ctx: Ctx) -> web.StreamResponse:
     call: dict[str, Any] | None = None
     if last.get("role") == "tool":
         said = " | ".join(content_text(m.get("content"))[0] for m in _trailing_tool_msgs(messages))
-        gen = tg.finish_pieces(tg.split_pieces(f"{tg.MARKER} tool said: {said}"), max_tokens=remaining, stop=stops)
+        gen = tg.finish_pieces(
+            tg.split_pieces(f"{tg.MARKER} tool said: {said}"), max_tokens=remaining, stop=stops
+        )
     elif tool is not None:
         args = orjson.dumps(tg.args_for_schema(tool.get("parameters"))).decode()
-        call = {"id": "call_" + tg.hex_id("call", ctx.model, prompt), "type": "function",
-                "function": {"name": tool.get("name", ""), "arguments": args}}
+        call = {
+            "id": "call_" + tg.hex_id("call", ctx.model, prompt),
+            "type": "function",
+            "function": {"name": tool.get("name", ""), "arguments": args},
+        }
         gen = tg.Generated([], "tool_calls")
     else:
-        gen = tg.generate(ctx.model, prompt, last_user, max_tokens=remaining, stop=stops,
-                          default_tokens=ctx.settings.default_tokens)
+        gen = tg.generate(
+            ctx.model,
+            prompt,
+            last_user,
+            max_tokens=remaining,
+            stop=stops,
+            default_tokens=ctx.settings.default_tokens,
+        )
     finish = {"stop_sequence": "stop"}.get(gen.finish, gen.finish)
-    completion = len(reasoning) + (tg.count_tokens(call["function"]["name"] + " " + call["function"]["arguments"])
-                                   if call else gen.tokens)
+    completion = len(reasoning) + (
+        tg.count_tokens(call["function"]["name"] + " " + call["function"]["arguments"])
+        if call
+        else gen.tokens
+    )
     usage = _usage(prompt_tokens, completion, len(reasoning))
     cid = "chatcmpl-" + uuid.uuid4().hex
     created = int(time.time())
     if body.get("stream"):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        return await _stream_chat(ctx, cid, created, reasoning, gen, call, finish, usage if include_usage else None)
-    message: dict[str, Any] = {"role": "assistant", "content": None if call else gen.text, "refusal": None,
-                               "annotations": []}
+        return await _stream_chat(
+            ctx, cid, created, reasoning, gen, call, finish, usage if include_usage else None
+        )
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": None if call else gen.text,
+        "refusal": None,
+        "annotations": [],
+    }
     if reasoning:
         message["reasoning_content"] = "".join(reasoning)
     if call:
         message["tool_calls"] = [call]
     payload: dict[str, Any] = {
-        "id": cid, "object": "chat.completion", "created": created, "model": ctx.model,
+        "id": cid,
+        "object": "chat.completion",
+        "created": created,
+        "model": ctx.model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-        "service_tier": "default", "system_fingerprint": "fp_simulated",
+        "service_tier": "default",
+        "system_fingerprint": "fp_simulated",
     }
     if ctx.usage:
         payload["usage"] = usage
@@ -164,26 +198,62 @@ def _trailing_tool_msgs(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(reversed(out))
 
 
-async def _stream_chat(ctx: Ctx, cid: str, created: int, reasoning: list[str], gen: tg.Generated,
-                       call: dict[str, Any] | None, finish: str, usage: dict[str, Any] | None) -> web.StreamResponse:
+async def _stream_chat(
+    ctx: Ctx,
+    cid: str,
+    created: int,
+    reasoning: list[str],
+    gen: tg.Generated,
+    call: dict[str, Any] | None,
+    finish: str,
+    usage: dict[str, Any] | None,
+) -> web.StreamResponse:
     deltas: list[dict[str, Any]] = [{"reasoning_content": p} for p in reasoning]
     if call:
         fn = call["function"]
-        deltas.append({"content": None, "tool_calls": [{"index": 0, "id": call["id"], "type": "function",
-                                                        "function": {"name": fn["name"], "arguments": ""}}]})
-        deltas += [{"tool_calls": [{"index": 0, "function": {"arguments": frag}}]}
-                   for frag in re.findall(r".{1,6}", fn["arguments"], re.S)]
+        deltas.append(
+            {
+                "content": None,
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": fn["name"], "arguments": ""},
+                    }
+                ],
+            }
+        )
+        deltas += [
+            {"tool_calls": [{"index": 0, "function": {"arguments": frag}}]}
+            for frag in re.findall(r".{1,6}", fn["arguments"], re.S)
+        ]
     else:
         deltas += [{"content": p} for p in gen.pieces]
     if not deltas:
         deltas = [{"content": ""}]
     deltas[0] = {"role": "assistant", **deltas[0]}
-    base = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": ctx.model,
-            "service_tier": "default", "system_fingerprint": "fp_simulated"}
+    base = {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": ctx.model,
+        "service_tier": "default",
+        "system_fingerprint": "fp_simulated",
+    }
     await ctx.start_stream()
     for i, delta in enumerate(deltas):
-        chunk = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                      "finish_reason": finish if i == len(deltas) - 1 else None}]}
+        chunk = {
+            **base,
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": finish if i == len(deltas) - 1 else None,
+                }
+            ],
+        }
         if usage is not None and ctx.usage:
             chunk["usage"] = None
         await ctx.send(sse(chunk))
@@ -213,16 +283,33 @@ async def completions(ctx: Ctx) -> web.StreamResponse:
     if not ctx.model:
         raise BadRequest("you must provide a model parameter")
     prompt = _prompt_text(body.get("prompt", "<|endoftext|>"))
-    gen = tg.generate(ctx.model, prompt, prompt, max_tokens=_int_or_none(body.get("max_tokens"), "max_tokens"),
-                      stop=_stops(body.get("stop")), default_tokens=ctx.settings.default_tokens)
+    gen = tg.generate(
+        ctx.model,
+        prompt,
+        prompt,
+        max_tokens=_int_or_none(body.get("max_tokens"), "max_tokens"),
+        stop=_stops(body.get("stop")),
+        default_tokens=ctx.settings.default_tokens,
+    )
     finish = {"stop_sequence": "stop"}.get(gen.finish, gen.finish)
     p_tokens = tg.count_tokens(prompt)
-    usage = {"prompt_tokens": p_tokens, "completion_tokens": gen.tokens, "total_tokens": p_tokens + gen.tokens}
-    base = {"id": "cmpl-" + uuid.uuid4().hex, "object": "text_completion", "created": int(time.time()),
-            "model": ctx.model, "system_fingerprint": "fp_simulated"}
+    usage = {
+        "prompt_tokens": p_tokens,
+        "completion_tokens": gen.tokens,
+        "total_tokens": p_tokens + gen.tokens,
+    }
+    base = {
+        "id": "cmpl-" + uuid.uuid4().hex,
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": ctx.model,
+        "system_fingerprint": "fp_simulated",
+    }
     if not body.get("stream"):
-        payload: dict[str, Any] = {**base, "choices": [{"text": gen.text, "index": 0, "logprobs": None,
-                                                        "finish_reason": finish}]}
+        payload: dict[str, Any] = {
+            **base,
+            "choices": [{"text": gen.text, "index": 0, "logprobs": None, "finish_reason": finish}],
+        }
         if ctx.usage:
             payload["usage"] = usage
         return await ctx.respond(payload, gen.tokens)
@@ -231,8 +318,12 @@ async def completions(ctx: Ctx) -> web.StreamResponse:
     await ctx.start_stream()
     for i, piece in enumerate(pieces):
         last = i == len(pieces) - 1
-        chunk = {**base, "choices": [{"text": piece, "index": 0, "logprobs": None,
-                                      "finish_reason": finish if last else None}]}
+        chunk = {
+            **base,
+            "choices": [
+                {"text": piece, "index": 0, "logprobs": None, "finish_reason": finish if last else None}
+            ],
+        }
         if include_usage:
             chunk["usage"] = None
         await ctx.send(sse(chunk))
@@ -273,8 +364,13 @@ async def embeddings(ctx: Ctx) -> web.StreamResponse:
         vec = tg.embed(text, full)
         if dims is not None and dims < full:
             vec = tg.normalise(vec[:dims])
-        data.append({"object": "embedding", "index": i,
-                     "embedding": tg.floats_to_base64(vec) if fmt == "base64" else vec})
+        data.append(
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": tg.floats_to_base64(vec) if fmt == "base64" else vec,
+            }
+        )
     tokens = sum(n for _, n in inputs)
     payload: dict[str, Any] = {"object": "list", "data": data, "model": ctx.model}
     if ctx.usage:

@@ -84,21 +84,45 @@ class StreamCut(Exception):
     """Raised when the ``cut<N>`` option says the connection must be dropped now."""
 
 
-_OPENAI_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_error",
-                 404: "invalid_request_error", 429: "rate_limit_exceeded"}
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    429: "rate_limit_exceeded",
+}
 _OPENAI_CODES = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
-_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-                    500: "api_error", 529: "overloaded_error"}
-_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                  409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED", 500: "INTERNAL",
-                  501: "NOT_IMPLEMENTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+_GEMINI_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 
 def error_body(vendor: Vendor, status: int, message: str) -> dict[str, Any]:
     if vendor == "openai":
         etype = _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-        return {"error": {"message": message, "type": etype, "param": None, "code": _OPENAI_CODES.get(status)}}
+        return {
+            "error": {"message": message, "type": etype, "param": None, "code": _OPENAI_CODES.get(status)}
+        }
     if vendor == "anthropic":
         etype = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
         return {"type": "error", "error": {"type": etype, "message": message}}
@@ -127,8 +151,15 @@ def extract_key(vendor: Vendor, request: web.Request) -> str:
 class Ctx:
     """Per-request context handed to vendor handlers."""
 
-    def __init__(self, request: web.Request, vendor: Vendor, settings: SimulatorSettings,
-                 faults: Faults, body: dict[str, Any], model: str) -> None:
+    def __init__(
+        self,
+        request: web.Request,
+        vendor: Vendor,
+        settings: SimulatorSettings,
+        faults: Faults,
+        body: dict[str, Any],
+        model: str,
+    ) -> None:
         self.request = request
         self.vendor: Vendor = vendor
         self.settings = settings
@@ -257,13 +288,15 @@ async def _log_middleware(request: web.Request, handler: Callable[..., Any]) -> 
             body = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             body = None
-        request.app[LOG_KEY].append({
-            "method": request.method,
-            "path": request.path,
-            "query": dict(request.query),
-            "headers": {k.lower(): v for k, v in request.headers.items()},
-            "body_json_or_null": body,
-        })
+        request.app[LOG_KEY].append(
+            {
+                "method": request.method,
+                "path": request.path,
+                "query": dict(request.query),
+                "headers": {k.lower(): v for k, v in request.headers.items()},
+                "body_json_or_null": body,
+            }
+        )
     return await handler(request)
 
 
@@ -304,6 +337,18 @@ def create_app(settings: SimulatorSettings | None = None) -> web.Application:
         return await (anthropic_models if is_anthropic else openai_models)(request)
 
     gemini_route = endpoint("gemini", gemini_side.dispatch, gemini_side.model_of)
+    retrieve = {
+        "openai": endpoint("openai", openai_side.retrieve_model),
+        "anthropic": endpoint("anthropic", anthropic_side.retrieve_model),
+        "gemini": gemini_route,
+    }
+
+    async def v1_model_get(request: web.Request) -> web.StreamResponse:
+        if "x-goog-api-key" in request.headers or "key" in request.query or ":" in request.match_info["tail"]:
+            return await retrieve["gemini"](request)
+        is_anthropic = "anthropic-version" in request.headers or "x-api-key" in request.headers
+        return await retrieve["anthropic" if is_anthropic else "openai"](request)
+
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/_sim/requests", _log_get)
     app.router.add_delete("/_sim/requests", _log_delete)
@@ -314,9 +359,10 @@ def create_app(settings: SimulatorSettings | None = None) -> web.Application:
     app.router.add_post("/v1/messages", endpoint("anthropic", anthropic_side.messages))
     app.router.add_post("/v1/messages/count_tokens", endpoint("anthropic", anthropic_side.count_tokens))
     app.router.add_get("/v1beta/models", endpoint("gemini", gemini_side.list_models, gemini_side.model_of))
-    for prefix in ("/v1beta/models/", "/v1/models/"):
-        app.router.add_post(prefix + "{tail:.+}", gemini_route)
-        app.router.add_get(prefix + "{tail:.+}", gemini_route)
+    app.router.add_post("/v1beta/models/{tail:.+}", gemini_route)
+    app.router.add_get("/v1beta/models/{tail:.+}", gemini_route)
+    app.router.add_post("/v1/models/{tail:.+}", gemini_route)
+    app.router.add_get("/v1/models/{tail:.+}", v1_model_get)
     return app
 
 
@@ -326,11 +372,13 @@ class SimulatorRunner(web.AppRunner):
     sim_port: int = 0
 
 
-async def start_simulator(host: str = "127.0.0.1", port: int = 8101,
-                          settings: SimulatorSettings | None = None) -> SimulatorRunner:
+async def start_simulator(
+    host: str = "127.0.0.1", port: int = 8101, settings: SimulatorSettings | None = None
+) -> SimulatorRunner:
     """Start the simulator and return its (listening) runner; call ``await runner.cleanup()`` to stop."""
-    runner = SimulatorRunner(create_app(settings), access_log=None, handler_cancellation=True,
-                             shutdown_timeout=0.5)
+    runner = SimulatorRunner(
+        create_app(settings), access_log=None, handler_cancellation=True, shutdown_timeout=0.5
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

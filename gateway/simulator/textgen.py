@@ -137,7 +137,9 @@ def generate(
     return finish_pieces(pieces, max_tokens=max_tokens, stop=stop)
 
 
-def finish_pieces(pieces: list[str], *, max_tokens: int | None = None, stop: list[str] | None = None) -> Generated:
+def finish_pieces(
+    pieces: list[str], *, max_tokens: int | None = None, stop: list[str] | None = None
+) -> Generated:
     finish = "stop"
     if max_tokens is not None and len(pieces) > max(max_tokens, 0):
         pieces = pieces[: max(max_tokens, 0)]
