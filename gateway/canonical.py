@@ -228,7 +228,8 @@ class UsageReport(msgspec.Struct, tag="usage", omit_defaults=True):
     usage: Usage
 
 
-StreamEvent = StreamStart | PartStart | TextDelta | ThinkingDelta | ToolArgsDelta | PartStop | Finish | UsageReport
+StreamEvent = (StreamStart | PartStart | TextDelta | ThinkingDelta | ToolArgsDelta | PartStop | Finish
+               | UsageReport)
 
 
 # --- embeddings ---------------------------------------------------------------------------------

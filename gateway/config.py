@@ -19,7 +19,8 @@ import yaml
 
 TEXT_PROTOCOLS = ("chat", "messages", "v1beta")
 MEDIA_PROTOCOLS = ("imagetask", "videoa", "videos", "music")
-Protocol = Literal["chat", "messages", "v1beta", "responses", "audio", "imagetask", "videoa", "videos", "music"]
+Protocol = Literal["chat", "messages", "v1beta", "responses", "audio", "imagetask", "videoa", "videos",
+                   "music"]
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -186,7 +187,7 @@ def _msgspec_error(exc: msgspec.ValidationError, prefix: str) -> str:
     if unknown:
         sub = f"{sub}.{unknown.group(1)}"
         message = "unknown key"
-    path = prefix + sub if sub.startswith("[") or not prefix else prefix + sub
+    path = prefix + sub
     path = path.lstrip(".") or "$"
     return f"{path}: {message[:1].lower()}{message[1:]}"
 

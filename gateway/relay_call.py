@@ -1,0 +1,83 @@
+"""One metered call on its way through the relay: who, what model, at what price, and its ending.
+
+``CallContext`` is created once a caller is authenticated and the model checked; ``finish`` writes
+its one request-log row and settles (or releases) its reservation exactly once, whatever the
+outcome. The charge for each outcome follows the README's terminal-state policy:
+
+* ``success`` / ``usage_estimated``: the usage, as reported or estimated offline;
+* ``client_disconnect`` / ``upstream_cut``: what was generated before the stream ended;
+* ``upstream_error`` / ``client_error``: nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+from gateway.canonical import Usage
+from gateway.config import ModelConfig
+from gateway.context import Gateway
+from gateway.money import TokenPrices, usage_cost, worst_case_cost
+from gateway.records import Outcome, Principal, RequestLog
+from gateway.storage.base import Reservation
+
+_CHARGED: frozenset[str] = frozenset({"success", "usage_estimated", "client_disconnect", "upstream_cut"})
+
+
+@dataclass
+class CallContext:
+    gateway: Gateway
+    request_id: str
+    principal: Principal
+    model: ModelConfig
+    route: str
+    family: str
+    is_stream: bool
+    started: float  # time.perf_counter() at arrival
+    reservation: Reservation | None = None
+    upstream: str | None = None
+    attempts: int = 0
+    first_byte_ms: int | None = None
+    finished: bool = False
+
+    @property
+    def prices(self) -> TokenPrices:
+        return self.gateway.catalogue.prices(self.model.id)
+
+    @property
+    def ratio(self) -> Fraction:
+        return self.gateway.catalogue.ratio(self.principal.user.group)
+
+    def worst_case(self, input_tokens: int, max_tokens: int | None) -> int:
+        ceiling = max_tokens if max_tokens is not None else self.model.max_output_tokens
+        return worst_case_cost(self.prices, input_tokens, ceiling, self.ratio)
+
+    async def reserve(self, amount_nano: int) -> None:
+        self.reservation = await self.gateway.meter.reserve(self.request_id, self.principal, amount_nano)
+
+    def mark_first_byte(self) -> None:
+        if self.first_byte_ms is None:
+            self.first_byte_ms = int((time.perf_counter() - self.started) * 1000)
+
+    def finish(self, status: int, outcome: Outcome, usage: Usage | None = None,
+               error_code: str | None = None) -> None:
+        """Write the request log and settle; a second call is ignored."""
+        if self.finished:
+            return
+        self.finished = True
+        usage = usage or Usage()
+        charge = usage_cost(self.prices, usage, self.ratio) if outcome in _CHARGED else 0
+        if self.reservation is not None:
+            charge = min(charge, self.reservation.amount_nano)
+        key = self.principal.key
+        log = RequestLog(
+            request_id=self.request_id, created_at=time.time(), user_id=key.user_id, key_id=key.id,
+            token_name=key.name, route=self.route, family=self.family, model=self.model.id,
+            status=status, outcome=outcome, is_stream=self.is_stream, upstream=self.upstream,
+            attempts=self.attempts, prompt_tokens=usage.input_tokens, completion_tokens=usage.output_tokens,
+            cache_write_tokens=usage.cache_write_tokens, cache_read_tokens=usage.cache_read_tokens,
+            reasoning_tokens=usage.reasoning_tokens, usage_estimated=usage.estimated, charge_nano=charge,
+            use_time_ms=int((time.perf_counter() - self.started) * 1000), first_byte_ms=self.first_byte_ms,
+            ip=self.principal.client_ip, error_code=error_code)
+        self.gateway.meter.finish(log, self.reservation, charge)

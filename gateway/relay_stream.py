@@ -1,0 +1,267 @@
+"""Streamed generation: relay an upstream stream chunk by chunk, watch the client, meter the end.
+
+The response is a plain ASGI callable (not Starlette's StreamingResponse) because it must run two
+things at once: pumping upstream chunks to the client (``await send`` applies the server's
+backpressure, so a slow client slows the upstream read instead of filling memory), and listening
+for ``http.disconnect``. A disconnect cancels the pump and closes the upstream connection, which
+stops the generation upstream; the usage generated so far is still metered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Protocol
+
+import aiohttp
+from starlette.types import Receive, Scope, Send
+
+from gateway.canonical import (
+    ChatRequest,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    Usage,
+    UsageReport,
+)
+from gateway.records import Outcome
+from gateway.relay_call import CallContext
+from gateway.tokens import estimate_request_tokens, estimate_text_tokens
+from gateway.translation import Frontend, RequestView
+from gateway.upstream.pool import Target, UpstreamFailure
+
+
+class _Transform(Protocol):
+    content_type: str
+
+    def feed(self, chunk: bytes) -> bytes: ...
+
+    def close(self) -> bytes: ...
+
+    def usage(self) -> Usage: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    def error(self, status: int, code: str, message: str) -> bytes: ...
+
+
+class _UsageWatch:
+    """Usage as the canonical events report it, with an offline estimate to fall back on."""
+
+    def __init__(self, request_for_estimate: ChatRequest | None) -> None:
+        self._request = request_for_estimate
+        self.reported: Usage | None = None
+        self.start_usage: Usage | None = None
+        self._output_texts: list[str] = []
+
+    def see(self, event: StreamEvent) -> None:
+        if isinstance(event, TextDelta | ThinkingDelta):
+            self._output_texts.append(event.text)
+        elif isinstance(event, ToolArgsDelta):
+            self._output_texts.append(event.partial_json)
+        elif isinstance(event, UsageReport):
+            self.reported = event.usage
+        elif isinstance(event, StreamStart) and event.usage is not None:
+            self.start_usage = event.usage
+
+    def estimate(self) -> Usage:
+        known_input = self.start_usage.input_tokens if self.start_usage else 0
+        if not known_input and self._request is not None:
+            known_input = estimate_request_tokens(self._request)
+        output = sum(estimate_text_tokens(t) for t in self._output_texts)
+        return Usage(input_tokens=known_input, output_tokens=output, estimated=True)
+
+    def usage(self) -> Usage:
+        return self.reported if self.reported is not None else self.estimate()
+
+
+class _Translate:
+    """Upstream protocol -> canonical events -> client wire."""
+
+    def __init__(self, ctx: CallContext, frontend: Frontend, target: Target, canonical: ChatRequest) -> None:
+        adapter = ctx.gateway.upstreams.adapter(target.protocol)
+        self._decoder = adapter.stream_decoder(canonical)
+        self._encoder = frontend.stream_encoder(canonical)
+        self.content_type = self._encoder.content_type
+        self._public_model = ctx.model.id
+        self._watch = _UsageWatch(canonical)
+
+    def _encode(self, events: list[StreamEvent]) -> bytes:
+        out = []
+        for event in events:
+            if isinstance(event, StreamStart):
+                event.model = self._public_model
+            self._watch.see(event)
+            out.append(self._encoder.encode(event))
+        return b"".join(out)
+
+    def feed(self, chunk: bytes) -> bytes:
+        return self._encode(self._decoder.feed(chunk))
+
+    def close(self) -> bytes:
+        out = self._encode(self._decoder.close())
+        if self._decoder.complete and self._watch.reported is None:
+            # The upstream reported no usage: the client still gets (flagged) numbers.
+            out += self._encode([UsageReport(self._watch.estimate())])
+        return out + self._encoder.close()
+
+    def usage(self) -> Usage:
+        return self._watch.usage()
+
+    @property
+    def complete(self) -> bool:
+        return self._decoder.complete
+
+    def error(self, status: int, code: str, message: str) -> bytes:
+        return self._encoder.error(status, code, message)
+
+
+class _Fast:
+    """Same format both sides: bytes pass through; the watcher reads usage on the way."""
+
+    def __init__(self, ctx: CallContext, frontend: Frontend, view: RequestView, target: Target,
+                 content_type: str, decode_request: ChatRequestFactory) -> None:
+        self._ctx = ctx
+        self._frontend = frontend
+        self._target = target
+        self._stream = frontend.fast_stream(view)
+        self._decode_request = decode_request
+        self._relayed = bytearray()  # kept for an offline estimate should the usage never come
+        self.content_type = content_type
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._relayed += chunk
+        return self._stream.feed(chunk)
+
+    def close(self) -> bytes:
+        return self._stream.close()
+
+    def usage(self) -> Usage:
+        reported = self._stream.usage
+        if reported is not None and reported.output_tokens > 0:
+            return reported
+        # No (complete) usage: decode what was relayed, once, on this rare path only.
+        request = self._decode_request()
+        decoder = self._ctx.gateway.upstreams.adapter(self._target.protocol).stream_decoder(request)
+        watch = _UsageWatch(request)
+        if reported is not None:
+            watch.start_usage = reported
+        for event in [*decoder.feed(bytes(self._relayed)), *decoder.close()]:
+            watch.see(event)
+        return watch.usage() if watch.reported and watch.reported.output_tokens else watch.estimate()
+
+    @property
+    def complete(self) -> bool:
+        return self._stream.complete
+
+    def error(self, status: int, code: str, message: str) -> bytes:
+        return self._frontend.stream_encoder(self._decode_request()).error(status, code, message)
+
+
+class ChatRequestFactory(Protocol):
+    def __call__(self) -> ChatRequest: ...
+
+
+async def open_stream(ctx: CallContext, frontend: Frontend, view: RequestView, body: bytes,
+                      canonical: ChatRequest | None, targets: list[Target], path_model: str | None,
+                      stream_hint: bool) -> StreamRelay:
+    """Find an upstream whose stream starts (first chunk read), then hand over to the relay."""
+    from gateway.relay import attempt, build_call, relay_error  # the pipeline imports us
+
+    gw = ctx.gateway
+    decoded: list[ChatRequest] = [canonical] if canonical is not None else []
+
+    def decode_request() -> ChatRequest:
+        if not decoded:
+            decoded.append(frontend.decode_request(body, path_model, stream_hint))
+        return decoded[0]
+
+    async def send(target: Target) -> tuple[Target, aiohttp.ClientResponse, bytes]:
+        call = build_call(ctx, frontend, view, body, canonical, target)
+        response = await gw.upstreams.open(target, call, ctx.request_id)
+        if response.status >= 400:
+            raise await relay_error(gw, target, response)
+        try:
+            first = await response.content.readany()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            response.close()
+            reason = f"stream failed before the first chunk ({type(exc).__name__})"
+            raise UpstreamFailure(target.name, reason) from exc
+        if not first:
+            response.close()
+            raise UpstreamFailure(target.name, "stream closed before the first chunk")
+        ctx.mark_first_byte()
+        return target, response, first
+
+    target, response, first = await attempt(ctx, targets, send)
+    transform: _Transform
+    if target.protocol == frontend.family:
+        content_type = response.headers.get("Content-Type", "text/event-stream")
+        transform = _Fast(ctx, frontend, view, target, content_type, decode_request)
+    else:
+        transform = _Translate(ctx, frontend, target, decode_request())
+    return StreamRelay(ctx, response, first, transform)
+
+
+class StreamRelay:
+    """The ASGI response of a streamed call (see module docstring)."""
+
+    def __init__(self, ctx: CallContext, response: aiohttp.ClientResponse, first: bytes,
+                 transform: _Transform) -> None:
+        self._ctx = ctx
+        self._response = response
+        self._first = first
+        self._transform = transform
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(b"content-type", self._transform.content_type.encode("latin-1")),
+                   (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+        outcome: Outcome = "client_disconnect"
+        pump = asyncio.ensure_future(self._pump(send))
+        watch = asyncio.ensure_future(self._watch_disconnect(receive))
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            done, _ = await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if pump in done:
+                outcome = pump.result()
+        finally:
+            for task in (pump, watch):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, OSError, aiohttp.ClientError):
+                    await task
+            # Closing (not releasing) drops the connection, which stops the upstream generating.
+            self._response.close()
+            usage = self._transform.usage()
+            if outcome == "success" and usage.estimated:
+                outcome = "usage_estimated"
+            self._ctx.finish(200, outcome, usage,
+                             error_code="upstream_error" if outcome == "upstream_cut" else None)
+
+    @staticmethod
+    async def _watch_disconnect(receive: Receive) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    async def _pump(self, send: Send) -> Outcome:
+        transform = self._transform
+        out = transform.feed(self._first)
+        if out:
+            await send({"type": "http.response.body", "body": out, "more_body": True})
+        broken = False
+        try:
+            while chunk := await self._response.content.readany():
+                out = transform.feed(chunk)
+                if out:
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
+        except (aiohttp.ClientError, TimeoutError):
+            broken = True
+        tail = transform.close()
+        if broken or not transform.complete:
+            tail = transform.error(502, "upstream_error", "The upstream stream ended before it was complete.")
+            await send({"type": "http.response.body", "body": tail, "more_body": False})
+            return "upstream_cut"
+        await send({"type": "http.response.body", "body": tail, "more_body": False})
+        return "success"

@@ -1,0 +1,150 @@
+"""Upstreams: which ones may serve a model, in what order, and the one pooled HTTP client.
+
+Routing: candidates by ``priority`` (lower first), shuffled by ``weight`` among equals. An upstream
+that failed (connect error, timeout, 429, 5xx) is cooled down for ``routing.cooldown_s``: it moves
+to the back of every candidate list until the time passes, then comes back by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+
+import aiohttp
+import msgspec
+
+from gateway.config import Config, UpstreamConfig
+from gateway.errors import UpstreamError
+from gateway.translation import UpstreamAdapter, UpstreamCall
+
+REQUEST_ID_HEADER = "X-Service-Request-Id"
+_USER_AGENT = "model-gateway/0.1"
+
+
+class Target(msgspec.Struct, frozen=True):
+    """One upstream able to serve one public model, under the id it knows the model by."""
+
+    upstream: UpstreamConfig
+    upstream_model: str
+
+    @property
+    def name(self) -> str:
+        return self.upstream.name
+
+    @property
+    def protocol(self) -> str:
+        return self.upstream.protocol
+
+
+class UpstreamFailure(Exception):
+    """A failed attempt that may be retried on another upstream (never reaches the client)."""
+
+    def __init__(self, upstream: str, reason: str, status: int | None = None) -> None:
+        super().__init__(f"{upstream}: {reason}")
+        self.upstream = upstream
+        self.reason = reason
+        self.status = status
+
+
+class UpstreamPool:
+    def __init__(self, config: Config, adapters: Mapping[str, UpstreamAdapter]) -> None:
+        self._config = config
+        self._adapters = adapters
+        self._targets: dict[str, list[Target]] = defaultdict(list)
+        for upstream in config.upstreams:
+            for public, private in upstream.model_map().items():
+                self._targets[public].append(Target(upstream, private))
+        self._cool_until: dict[str, float] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._rng = random.Random()
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=1024, limit_per_host=512, ttl_dns_cache=300,
+                                         keepalive_timeout=60, enable_cleanup_closed=True)
+        # Timeouts are set per request from each upstream's config; no total limit on streams.
+        self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
+                                              auto_decompress=True, skip_auto_headers=("User-Agent",))
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    # --- routing ----------------------------------------------------------------------------------
+
+    def targets(self, model_id: str, protocols: tuple[str, ...] | None = None) -> list[Target]:
+        """All targets of a model in routing order (see module docstring)."""
+        found = self._targets.get(model_id, [])
+        if protocols is not None:
+            found = [t for t in found if t.protocol in protocols]
+        by_priority: dict[int, list[Target]] = defaultdict(list)
+        for target in found:
+            by_priority[target.upstream.priority].append(target)
+        ordered: list[Target] = []
+        for priority in sorted(by_priority):
+            ordered.extend(self._weighted_shuffle(by_priority[priority]))
+        now = time.monotonic()
+        healthy = [t for t in ordered if self._cool_until.get(t.name, 0.0) <= now]
+        cooling = [t for t in ordered if self._cool_until.get(t.name, 0.0) > now]
+        return healthy + cooling
+
+    def _weighted_shuffle(self, group: list[Target]) -> list[Target]:
+        if len(group) < 2:
+            return group
+        pool = list(group)
+        out: list[Target] = []
+        while pool:
+            pick = self._rng.choices(range(len(pool)), weights=[t.upstream.weight for t in pool])[0]
+            out.append(pool.pop(pick))
+        return out
+
+    def mark_failure(self, name: str) -> None:
+        self._cool_until[name] = time.monotonic() + self._config.routing.cooldown_s
+
+    def mark_success(self, name: str) -> None:
+        self._cool_until.pop(name, None)
+
+    # --- HTTP ------------------------------------------------------------------------------------
+
+    def adapter(self, protocol: str) -> UpstreamAdapter:
+        adapter = self._adapters.get(protocol)
+        if adapter is None:
+            raise UpstreamError(f"No adapter is installed for upstream protocol {protocol!r}.")
+        return adapter
+
+    async def open(self, target: Target, call: UpstreamCall, request_id: str) -> aiohttp.ClientResponse:
+        """Send one request and wait for the response headers (first byte), within the upstream's
+        connect and first-byte timeouts. Retryable failures raise UpstreamFailure; a 2xx or
+        non-retryable 4xx response is returned open (the caller releases it)."""
+        if self._session is None:
+            raise UpstreamError("The upstream client is not started.")
+        upstream = target.upstream
+        headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT,
+                   REQUEST_ID_HEADER: request_id}
+        headers.update(self.adapter(target.protocol).auth_headers(upstream.api_key))
+        headers.update(call.headers)
+        timeouts = upstream.timeouts
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s,
+                                        connect=timeouts.connect_s + timeouts.first_byte_s,
+                                        sock_read=timeouts.idle_s)
+        url = upstream.base_url.rstrip("/") + call.path
+        try:
+            async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
+                response = await self._session.post(url, data=call.body, headers=headers, timeout=timeout,
+                                                    allow_redirects=False)
+        except TimeoutError as exc:
+            raise UpstreamFailure(upstream.name, "timed out before the first byte") from exc
+        except aiohttp.ClientError as exc:
+            raise UpstreamFailure(upstream.name, f"connection failed ({type(exc).__name__})") from exc
+        if response.status == 429 or response.status >= 500:
+            status = response.status
+            try:
+                await response.read()
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            response.release()
+            raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status)
+        return response
