@@ -3,6 +3,7 @@ countTokens and models (also served under ``/v1/models/...``)."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from gateway.simulator.server import BadRequest, Ctx, json_response
 MODELS = ("gemini-sim", "gemini-sim-flash", "gemini-embedding-sim")
 _GEN_METHODS = ["generateContent", "streamGenerateContent", "countTokens"]
 _EMBED_METHODS = ["embedContent", "batchEmbedContents"]
+_SNAKE_RE = re.compile(r"[A-Z]")
 
 
 def _split_tail(request: web.Request) -> tuple[str, str]:
@@ -28,18 +30,28 @@ def model_of(request: web.Request, body: dict[str, Any]) -> str:
     return _split_tail(request)[0]
 
 
+def g(obj: Any, key: str) -> Any:
+    """Field ``key`` (lowerCamelCase) of a proto-JSON object, also accepting the snake_case spelling
+    (the real API accepts both and the google-genai SDK sends some nested fields snake_cased)."""
+    if not isinstance(obj, dict):
+        return None
+    if key in obj:
+        return obj[key]
+    return obj.get(_SNAKE_RE.sub(lambda m: "_" + m.group(0).lower(), key))
+
+
 def part_text(part: Any) -> tuple[str, int]:
     if not isinstance(part, dict):
         return "", 0
     if "text" in part:
         return str(part.get("text") or ""), 0
-    if "functionCall" in part:
-        fc = part["functionCall"] or {}
+    if g(part, "functionCall") is not None:
+        fc = g(part, "functionCall") or {}
         return f"{fc.get('name', '')} {orjson.dumps(fc.get('args') or {}).decode()}", 0
-    if "functionResponse" in part:
-        fr = part["functionResponse"] or {}
+    if g(part, "functionResponse") is not None:
+        fr = g(part, "functionResponse") or {}
         return f"{fr.get('name', '')} {orjson.dumps(fr.get('response') or {}).decode()}", 0
-    if "inlineData" in part or "fileData" in part:
+    if g(part, "inlineData") is not None or g(part, "fileData") is not None:
         return "", tg.IMAGE_TOKENS
     return orjson.dumps(part).decode(), 0
 
@@ -51,7 +63,7 @@ def _parts(content: Any) -> list[Any]:
 
 
 def _tool_said(part: dict[str, Any]) -> str:
-    resp = (part.get("functionResponse") or {}).get("response")
+    resp = (g(part, "functionResponse") or {}).get("response")
     if isinstance(resp, dict) and len(resp) == 1 and isinstance(next(iter(resp.values())), str):
         return str(next(iter(resp.values())))
     return orjson.dumps(resp).decode()
@@ -63,6 +75,7 @@ class Prompt:
     tokens: int
     last_user: str
     tool_results: list[str] | None
+    last_role: str = "user"
 
 
 def read_prompt(body: dict[str, Any]) -> Prompt:
@@ -74,8 +87,8 @@ def read_prompt(body: dict[str, Any]) -> Prompt:
     lines: list[str] = []
     tokens = 0
     items: list[tuple[str, Any]] = []
-    if body.get("systemInstruction") is not None:
-        items += [("system", p) for p in _parts(body["systemInstruction"])]
+    if g(body, "systemInstruction") is not None:
+        items += [("system", p) for p in _parts(g(body, "systemInstruction"))]
     for c in contents:
         items += [(str(c.get("role") or "user"), p) for p in _parts(c)]
     for role, part in items:
@@ -92,8 +105,8 @@ def read_prompt(body: dict[str, Any]) -> Prompt:
             last_user = "\n".join(str(p["text"]) for p in _parts(c) if isinstance(p, dict) and "text" in p)
             break
     last = contents[-1]
-    results = [_tool_said(p) for p in _parts(last) if isinstance(p, dict) and "functionResponse" in p]
-    return Prompt("\n".join(lines), tokens, last_user, results or None)
+    results = [_tool_said(p) for p in _parts(last) if g(p, "functionResponse") is not None]
+    return Prompt("\n".join(lines), tokens, last_user, results or None, str(last.get("role") or "user"))
 
 
 def _pick_function(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -101,13 +114,13 @@ def _pick_function(body: dict[str, Any]) -> dict[str, Any] | None:
         d
         for t in body.get("tools") or []
         if isinstance(t, dict)
-        for d in t.get("functionDeclarations") or []
+        for d in g(t, "functionDeclarations") or []
         if isinstance(d, dict)
     ]
-    cfg = (body.get("toolConfig") or {}).get("functionCallingConfig") or {}
+    cfg = g(g(body, "toolConfig"), "functionCallingConfig") or {}
     if not decls or str(cfg.get("mode", "AUTO")).upper() == "NONE":
         return None
-    allowed = cfg.get("allowedFunctionNames") or []
+    allowed = g(cfg, "allowedFunctionNames") or []
     for d in decls:
         if not allowed or d.get("name") in allowed:
             return d
@@ -143,26 +156,22 @@ def _response(
 async def generate(ctx: Ctx, stream: bool) -> web.StreamResponse:
     body = ctx.body
     prompt = read_prompt(body)
-    cfg = body.get("generationConfig") or {}
-    max_tokens = cfg.get("maxOutputTokens")
+    cfg = g(body, "generationConfig") or {}
+    max_tokens = g(cfg, "maxOutputTokens")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise BadRequest("generationConfig.maxOutputTokens must be a positive integer")
-    stops = [s for s in cfg.get("stopSequences") or [] if isinstance(s, str)]
-    thinking = cfg.get("thinkingConfig") or {}
+    stops = [s for s in g(cfg, "stopSequences") or [] if isinstance(s, str)]
+    thinking = g(cfg, "thinkingConfig") or {}
     thoughts: list[str] = []
-    if thinking.get("includeThoughts"):
-        budget = thinking.get("thinkingBudget")
+    if g(thinking, "includeThoughts"):
+        budget = g(thinking, "thinkingBudget")
         thoughts = tg.reasoning_pieces(
             ctx.model, prompt.text, budget if isinstance(budget, int) and budget > 0 else None
         )
-    fn = (
-        _pick_function(body)
-        if prompt.tool_results is None and (body["contents"][-1].get("role") or "user") == "user"
-        else None
-    )
+    fn = _pick_function(body) if prompt.tool_results is None and prompt.last_role == "user" else None
     chunks: list[dict[str, Any]] = [{"text": p, "thought": True} for p in thoughts]
     if fn is not None:
-        schema = fn.get("parameters") or fn.get("parametersJsonSchema")
+        schema = fn.get("parameters") or g(fn, "parametersJsonSchema")
         call = {
             "name": fn.get("name", ""),
             "args": tg.args_for_schema(schema),
@@ -232,7 +241,7 @@ def _embed_one(req: dict[str, Any], default_model: str) -> tuple[dict[str, Any],
         raise BadRequest("* EmbedContentRequest.content: contains an empty Part")
     model = str(req.get("model") or default_model).removeprefix("models/")
     full = tg.embedding_dims(model)
-    dims = req.get("outputDimensionality")
+    dims = g(req, "outputDimensionality")
     title = req.get("title")
     vec = tg.embed(f"{title}\n{text}" if title else text, full)
     if dims is not None:
@@ -256,7 +265,7 @@ async def batch_embed_contents(ctx: Ctx) -> web.StreamResponse:
 
 
 async def count_tokens(ctx: Ctx) -> web.StreamResponse:
-    body = ctx.body.get("generateContentRequest") or ctx.body
+    body = g(ctx.body, "generateContentRequest") or ctx.body
     return json_response({"totalTokens": read_prompt(body).tokens})
 
 

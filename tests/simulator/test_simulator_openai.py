@@ -7,6 +7,7 @@ import json
 import math
 import struct
 
+import aiohttp
 import openai
 import pytest
 
@@ -20,7 +21,11 @@ WEATHER_TOOL = {
         "description": "weather",
         "parameters": {
             "type": "object",
-            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}, "metric": {"type": "boolean"}},
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer"},
+                "metric": {"type": "boolean"},
+            },
             "required": ["city"],
         },
     },
@@ -43,7 +48,9 @@ async def test_chat_plain_usage_and_determinism(oai: openai.AsyncOpenAI) -> None
 
 
 async def test_chat_directives_max_tokens_and_stop(oai: openai.AsyncOpenAI) -> None:
-    r = await oai.chat.completions.create(model="gpt-sim", messages=[{"role": "user", "content": "x sim:tokens=7"}])
+    r = await oai.chat.completions.create(
+        model="gpt-sim", messages=[{"role": "user", "content": "x sim:tokens=7"}]
+    )
     assert r.usage.completion_tokens == 7 and len(r.choices[0].message.content.split()) == 7
     r = await oai.chat.completions.create(
         model="gpt-sim", messages=[{"role": "user", "content": "x sim:tokens=30"}], max_completion_tokens=5
@@ -54,7 +61,9 @@ async def test_chat_directives_max_tokens_and_stop(oai: openai.AsyncOpenAI) -> N
     )
     assert r.choices[0].message.content == "[simulated] hello sim:echo"
     r = await oai.chat.completions.create(
-        model="gpt-sim", messages=[{"role": "user", "content": "alpha beta STOP gamma sim:echo"}], stop=["STOP"]
+        model="gpt-sim",
+        messages=[{"role": "user", "content": "alpha beta STOP gamma sim:echo"}],
+        stop=["STOP"],
     )
     assert r.choices[0].message.content == "[simulated] alpha beta " and r.choices[0].finish_reason == "stop"
 
@@ -89,10 +98,14 @@ async def test_chat_tools_call_and_result(oai: openai.AsyncOpenAI) -> None:
     ]
     r2 = await oai.chat.completions.create(model="gpt-sim", messages=follow, tools=[WEATHER_TOOL])
     assert "tool said: sunny and 21C" in r2.choices[0].message.content
-    none = await oai.chat.completions.create(model="gpt-sim", messages=USER, tools=[WEATHER_TOOL], tool_choice="none")
+    none = await oai.chat.completions.create(
+        model="gpt-sim", messages=USER, tools=[WEATHER_TOOL], tool_choice="none"
+    )
     assert none.choices[0].message.tool_calls is None
     # streamed tool call deltas reassemble into the same arguments
-    stream = await oai.chat.completions.create(model="gpt-sim", messages=USER, tools=[WEATHER_TOOL], stream=True)
+    stream = await oai.chat.completions.create(
+        model="gpt-sim", messages=USER, tools=[WEATHER_TOOL], stream=True
+    )
     chunks = [c async for c in stream]
     first = chunks[0].choices[0].delta.tool_calls[0]
     assert first.id == call.id and first.function.name == "get_weather" and first.function.arguments == ""
@@ -126,8 +139,12 @@ async def test_legacy_completions(oai: openai.AsyncOpenAI) -> None:
     assert chunks[-1].usage.completion_tokens == 4
 
 
-async def test_embeddings_float_base64_dimensions(oai: openai.AsyncOpenAI, http, base_url) -> None:
-    r = await oai.embeddings.create(model="text-embedding-3-small", input=["hello", "world"], encoding_format="float")
+async def test_embeddings_float_base64_dimensions(
+    oai: openai.AsyncOpenAI, http: aiohttp.ClientSession, base_url: str
+) -> None:
+    r = await oai.embeddings.create(
+        model="text-embedding-3-small", input=["hello", "world"], encoding_format="float"
+    )
     assert len(r.data) == 2 and len(r.data[0].embedding) == 1536
     assert math.isclose(sum(v * v for v in r.data[0].embedding), 1.0, rel_tol=1e-6)
     assert r.usage.prompt_tokens == 4 and r.usage.total_tokens == 4  # ceil(5 / 4) each
@@ -152,6 +169,7 @@ async def test_embeddings_float_base64_dimensions(oai: openai.AsyncOpenAI, http,
 async def test_models_and_errors(oai: openai.AsyncOpenAI, base_url: str) -> None:
     models = await oai.models.list()
     assert "gpt-sim" in [m.id for m in models.data]
+    assert (await oai.models.retrieve("gpt-sim")).id == "gpt-sim"
     with pytest.raises(openai.BadRequestError) as exc:
         await oai.chat.completions.create(model="gpt-sim", messages=[])
     assert exc.value.body["type"] == "invalid_request_error"

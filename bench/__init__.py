@@ -1,0 +1,1 @@
+"""Benchmark harness: ``make bench`` (``python -m bench``)."""
