@@ -26,6 +26,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
+from gateway.errors import GatewayError
 from gateway.records import Outcome
 from gateway.relay_call import CallContext
 from gateway.tokens import estimate_request_tokens, estimate_text_tokens
@@ -51,8 +52,9 @@ class _Transform(Protocol):
 class _UsageWatch:
     """Usage as the canonical events report it, with an offline estimate to fall back on."""
 
-    def __init__(self, request_for_estimate: ChatRequest | None) -> None:
+    def __init__(self, request_for_estimate: ChatRequest | None, input_fallback: int = 0) -> None:
         self._request = request_for_estimate
+        self._input_fallback = input_fallback
         self.reported: Usage | None = None
         self.start_usage: Usage | None = None
         self._output_texts: list[str] = []
@@ -69,8 +71,9 @@ class _UsageWatch:
 
     def estimate(self) -> Usage:
         known_input = self.start_usage.input_tokens if self.start_usage else 0
-        if not known_input and self._request is not None:
-            known_input = estimate_request_tokens(self._request)
+        if not known_input:
+            known_input = (estimate_request_tokens(self._request) if self._request is not None
+                           else self._input_fallback)
         output = sum(estimate_text_tokens(t) for t in self._output_texts)
         return Usage(input_tokens=known_input, output_tokens=output, estimated=True)
 
@@ -127,6 +130,7 @@ class _Fast:
         self._ctx = ctx
         self._frontend = frontend
         self._target = target
+        self._view = view
         self._stream = frontend.fast_stream(view)
         self._decode_request = decode_request
         self._relayed = bytearray()  # kept for an offline estimate should the usage never come
@@ -144,9 +148,10 @@ class _Fast:
         if reported is not None and reported.output_tokens > 0:
             return reported
         # No (complete) usage: decode what was relayed, once, on this rare path only.
-        request = self._decode_request()
-        decoder = self._ctx.gateway.upstreams.adapter(self._target.protocol).stream_decoder(request)
-        watch = _UsageWatch(request)
+        request = self._request_or_none()
+        adapter = self._ctx.gateway.upstreams.adapter(self._target.protocol)
+        decoder = adapter.stream_decoder(request or self._stub())
+        watch = _UsageWatch(request, self._view.input_tokens_estimate)
         if reported is not None:
             watch.start_usage = reported
         for event in [*decoder.feed(bytes(self._relayed)), *decoder.close()]:
@@ -157,8 +162,20 @@ class _Fast:
     def complete(self) -> bool:
         return self._stream.complete
 
+    def _request_or_none(self) -> ChatRequest | None:
+        """The decoded request, or None for a body the upstream accepted but the full decoder
+        rejects: that one still gets an estimate (from the body) and an error frame (from a stub)."""
+        try:
+            return self._decode_request()
+        except GatewayError:
+            return None
+
+    def _stub(self) -> ChatRequest:
+        return ChatRequest(model=self._view.model, messages=[], stream=True)
+
     def error(self, status: int, code: str, message: str) -> bytes:
-        return self._frontend.stream_encoder(self._decode_request()).error(status, code, message)
+        request = self._request_or_none() or self._stub()
+        return self._frontend.stream_encoder(request).error(status, code, message)
 
 
 class ChatRequestFactory(Protocol):

@@ -1,0 +1,95 @@
+"""The client-facing side of the family: ``generateContent`` and ``streamGenerateContent``.
+
+One Frontend is made per request (``V1betaFrontend(sse=...)``): whether a stream is SSE
+(``?alt=sse``) or one incrementally sent JSON array depends on the request's query.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gateway.canonical import ChatRequest, ChatResponse, Usage
+from gateway.errors import InvalidRequest
+from gateway.http import decode_body
+from gateway.tokens import estimate_body_tokens
+from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
+from translators.v1beta import wire
+from translators.v1beta.client import decode_generate_request, model_from_path
+from translators.v1beta.fastpath import GeminiFastStream, restore_model_version, usage_of
+from translators.v1beta.mapping import finish_reason, usage_to_wire
+from translators.v1beta.parts import to_wire
+from translators.v1beta.stream_encode import GeminiStreamEncoder
+from translators.v1beta.upstream import model_path
+
+
+def encode_response(response: ChatResponse, request: ChatRequest) -> bytes:
+    thinking = request.thinking
+    include = thinking is not None and thinking.enabled and thinking.include_thoughts
+    candidates: list[dict[str, Any]] = []
+    for cand in response.candidates:
+        content: dict[str, Any] = {"role": "model"}
+        parts = to_wire(cand.parts, include_thoughts=include)
+        if parts:
+            content["parts"] = parts
+        candidates.append({"content": content, "finishReason": finish_reason(cand.stop_reason),
+                           "index": cand.index})
+    return msgspec.json.encode({"candidates": candidates, "usageMetadata": usage_to_wire(response.usage),
+                         "modelVersion": response.model, "responseId": response.id})
+
+
+class V1betaFrontend:
+    family = "v1beta"
+
+    def __init__(self, *, sse: bool = True) -> None:
+        self.sse = sse
+        self._upstream_model: str | None = None
+        self._fast: GeminiFastStream | None = None
+
+    def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
+        model = model_from_path(path_model)
+        max_tokens, n = decode_body(body, wire.RequestPeek).max_tokens()
+        if max_tokens is not None and max_tokens < 1:
+            raise InvalidRequest("`generationConfig.maxOutputTokens` must be a positive integer.",
+                                 param="generationConfig.maxOutputTokens")
+        if max_tokens is not None and n is not None and n > 1:
+            max_tokens *= n  # every candidate may use the whole budget
+        return RequestView(model=model, stream=stream_hint, max_tokens=max_tokens,
+                           input_tokens_estimate=estimate_body_tokens(body), stream_usage=True)
+
+    def decode_request(self, body: bytes, path_model: str | None, stream_hint: bool) -> ChatRequest:
+        return decode_generate_request(body, path_model, stream_hint)
+
+    def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes:
+        return encode_response(response, request)
+
+    def stream_encoder(self, request: ChatRequest) -> StreamEncoder:
+        encoder = GeminiStreamEncoder(request, sse=self.sse)
+        if self._fast is not None:
+            # Asked for after a fast-path stream broke, to write the in-band error: it continues
+            # the upstream's bytes already relayed.
+            encoder.error_prefix = self._fast.array_error_prefix()
+        return encoder
+
+    # --- same-format fast path --------------------------------------------------------------
+
+    def fast_request(self, body: bytes, view: RequestView, upstream_model: str) -> UpstreamCall:
+        self._upstream_model = upstream_model
+        if not view.stream:
+            return UpstreamCall(path=model_path(upstream_model, "generateContent"), body=body)
+        method = "streamGenerateContent?alt=sse" if self.sse else "streamGenerateContent"
+        return UpstreamCall(path=model_path(upstream_model, method), body=body)
+
+    def fast_usage(self, body: bytes) -> Usage | None:
+        return usage_of(body)
+
+    def fast_stream(self, view: RequestView) -> FastPathStream:
+        self._fast = GeminiFastStream()
+        return self._fast
+
+    def fast_response(self, body: bytes, view: RequestView, public_model: str) -> bytes:
+        upstream = self._upstream_model
+        if upstream is not None and upstream.removeprefix("models/") != public_model:
+            return restore_model_version(body, upstream.removeprefix("models/"), public_model)
+        return body

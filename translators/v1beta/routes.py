@@ -1,0 +1,79 @@
+"""The family's endpoints, on both prefixes.
+
+``/v1beta/models/{model}:{method}`` and ``/v1/models/{model}:{method}`` (what google-genai calls
+unless told to use v1beta) take POST; listing (``GET /v1beta/models[/{model}]``) lives under
+``/v1beta`` only, since ``GET /v1/models`` belongs to the chat family. Anything else under
+``/v1beta`` is a 404 in this family's envelope.
+
+The API key may come in ``x-vendorc-api-key``, ``x-goog-api-key`` or the ``?key=`` query; the
+query is never forwarded upstream nor repeated in an answer (the access log redacts it).
+
+``countTokens`` is answered offline by the gateway's estimator (``gateway.tokens``): no upstream
+call, no charge; the caller must be allowed the model.
+"""
+
+from __future__ import annotations
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.errors import NotFound
+from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body
+from gateway.tokens import estimate_request_tokens
+from translators.v1beta.client import decode_generate_request, model_from_path
+from translators.v1beta.embeddings import V1betaEmbeddingFrontend
+from translators.v1beta.frontend import V1betaFrontend
+from translators.v1beta.models_list import get_model, list_models
+
+GENERATE = ("generateContent", "streamGenerateContent")
+EMBED = ("embedContent", "batchEmbedContents")
+
+
+class _CountTokensView(msgspec.Struct):
+    generateContentRequest: msgspec.Raw | None = None
+
+
+async def _count_tokens(request: Request, model: str) -> Response:
+    gw = get_gateway(request)
+    principal = await gw.auth.authenticate(request, "v1beta")
+    body = await read_json_body(request)
+    inner = decode_body(body, _CountTokensView).generateContentRequest
+    canonical = decode_generate_request(bytes(inner) if inner is not None else body, model, False)
+    gw.catalogue.check(principal, canonical.model)
+    return json_response({"totalTokens": estimate_request_tokens(canonical)})
+
+
+@endpoint("v1beta")
+async def model_method(request: Request) -> Response:
+    from gateway.relay import serve_embeddings, serve_generate  # the pipeline imports the plugins
+
+    model = model_from_path(request.path_params["model"])
+    method = request.path_params["method"]
+    if method in GENERATE:
+        frontend = V1betaFrontend(sse=request.query_params.get("alt") == "sse")
+        return await serve_generate(request, frontend, path_model=model,
+                                    stream_hint=method == "streamGenerateContent")
+    if method in EMBED:
+        return await serve_embeddings(request, V1betaEmbeddingFrontend(batch=method == "batchEmbedContents"),
+                                      path_model=model)
+    if method == "countTokens":
+        return await _count_tokens(request, model)
+    raise NotFound(f"Method `{method}` is not found for models/{model}.")
+
+
+@endpoint("v1beta")
+async def not_found(request: Request) -> Response:
+    raise NotFound(f"`{request.method} {request.url.path}` is not a v1beta endpoint.")
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/v1beta/models/{model:path}:{method}", model_method, methods=["POST"]),
+        Route("/v1/models/{model:path}:{method}", model_method, methods=["POST"]),
+        Route("/v1beta/models", list_models, methods=["GET"]),
+        Route("/v1beta/models/{model:path}", get_model, methods=["GET"]),
+        # Last: whatever else is under /v1beta gets this family's 404, not the chat envelope.
+        Route("/v1beta/{rest:path}", not_found, methods=["GET", "POST", "PUT", "PATCH", "DELETE"]),
+    ]
