@@ -242,6 +242,9 @@ class EmbeddingRequest(msgspec.Struct, omit_defaults=True):
     task_type: str | None = None  # v1beta taskType
     title: str | None = None  # v1beta title (RETRIEVAL_DOCUMENT only)
     user: str | None = None
+    # Pre-tokenised inputs (OpenAI wire only): only an upstream of the client's own format can
+    # embed them, so the relay routes such a request to same-format upstreams only.
+    token_inputs: list[list[int]] | None = None
 
 
 class EmbeddingResponse(msgspec.Struct, omit_defaults=True):

@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from gateway.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
 from gateway.context import Gateway
-from gateway.errors import GatewayError, UpstreamError, UpstreamHTTPError
+from gateway.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamHTTPError
 from gateway.http import error_response, get_gateway, read_json_body, request_id
 from gateway.relay_call import CallContext
 from gateway.relay_stream import open_stream
@@ -175,6 +175,13 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
         ctx = await _admit(request, family, embed.model, False)
         targets = _targets(ctx.gateway, embed.model)
         input_estimate = sum(estimate_text_tokens(text) for text in embed.inputs)
+        if embed.token_inputs:
+            input_estimate += sum(len(tokens) for tokens in embed.token_inputs)
+            targets = [t for t in targets if t.protocol == family]
+            if not targets:
+                raise InvalidRequest("Token-id `input` can only be embedded by an upstream of this API's own "
+                                     f"format, and none serves `{embed.model}`; send text instead.",
+                                     param="input")
         await ctx.reserve(ctx.worst_case(input_estimate, 0))
         return await _embed_once(ctx, frontend, embed, body, targets, input_estimate)
     except GatewayError as err:

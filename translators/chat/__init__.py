@@ -1,0 +1,49 @@
+"""The chat-compatible family (OpenAI wire format), both sides.
+
+Modules, one job each:
+
+* ``wire``: msgspec Structs of the wire format (client requests, what we write, upstream views);
+* ``request``: chat client body -> validated ``ChatRequest``; ``response``: ``ChatResponse`` ->
+  ``chat.completion`` and canonical events -> ``chat.completion.chunk`` SSE;
+* ``frontend``: ``ChatFrontend`` (``/v1/chat/completions``); ``completions``: ``CompletionsFrontend``
+  (legacy ``/v1/completions``, spec 4.3); ``embeddings``: ``ChatEmbeddingFrontend`` (spec 4.5);
+* ``fastpath``: same-format relaying (bytes through, usage read on the way, usage chunk dropped
+  when the client did not ask for it);
+* ``adapter``: the ``chat`` UpstreamAdapter; ``stream_decode``: upstream SSE -> canonical events;
+  ``sse``: SSE data lines from bytes of any chunking;
+* ``mapping``: usage, finish reasons, effort, data URLs; ``validation``: field-naming 400s;
+* ``routes``: the endpoints (``models_routes``: ``GET /v1/models``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.hookspecs import hookimpl
+from translators.chat.adapter import ChatAdapter
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from gateway.context import Gateway
+    from gateway.translation import UpstreamAdapter
+
+
+@hookimpl
+def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
+    from translators.chat.routes import routes
+
+    found = routes()
+    try:
+        from translators.chat import models_routes
+    except ModuleNotFoundError as exc:
+        if exc.name != "translators.chat.models_routes":
+            raise
+    else:
+        found.extend(models_routes.routes())
+    return found
+
+
+@hookimpl
+def gateway_upstream_adapters() -> list[UpstreamAdapter]:
+    return [ChatAdapter()]

@@ -1,0 +1,193 @@
+"""The same-format fast path for chat and legacy completions: client bytes up, upstream bytes down.
+
+Only what metering needs is decoded, with small view Structs: the request's model, stream flag,
+output ceiling and stream options (``peek``), and the upstream's ``usage``. The client's body is
+forwarded untouched unless the model is aliased (the upstream knows it by another id) or the
+client streams without ``stream_options.include_usage`` (the gateway asks for usage anyway, to
+bill it, and drops the usage-only chunk the client did not ask for); either costs one
+``orjson`` round trip of the body. Unknown vendor fields therefore always reach the upstream.
+
+A Frontend instance serves one request: ``fast_request`` remembers whether the model was aliased,
+which ``fast_stream`` and ``fast_response`` need to restore the public id.
+"""
+
+from __future__ import annotations
+
+import re
+
+import msgspec
+import orjson
+
+from gateway.canonical import ChatRequest, Message, TextPart, Usage
+from gateway.errors import InvalidRequest
+from gateway.tokens import estimate_body_tokens
+from gateway.translation import RequestView, UpstreamCall
+from translators.chat.mapping import usage_from_wire
+from translators.chat.sse import DONE_LINE
+from translators.chat.validation import decode
+from translators.chat.wire import peek_decoder, usage_only_decoder
+
+_MODEL_VALUE = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')
+_EVENT = re.compile(rb".*?(?:\r\n\r\n|\n\n|\Z)", re.S)
+
+
+def peek_request(body: bytes, path_model: str | None) -> RequestView:
+    """The request fields metering and routing need, without decoding the prompt."""
+    view = decode(peek_decoder, body)
+    model = view.model or path_model
+    if not model:
+        raise InvalidRequest("You must provide a model parameter: `model` is missing.", param="model")
+    stream = bool(view.stream)
+    max_tokens = view.max_completion_tokens if view.max_completion_tokens is not None else view.max_tokens
+    copies = max(view.n or 1, view.best_of or 1)
+    if max_tokens is not None and copies > 1:
+        max_tokens *= copies  # every candidate (best_of: every generated one) is billed
+    stream_usage = stream and view.stream_options is not None and bool(view.stream_options.include_usage)
+    return RequestView(model=model, stream=stream, max_tokens=max_tokens,
+                       input_tokens_estimate=estimate_body_tokens(body), stream_usage=stream_usage)
+
+
+def forward_body(body: bytes, view: RequestView, upstream_model: str) -> bytes:
+    aliased = upstream_model != view.model
+    ask_usage = view.stream and not view.stream_usage
+    if not aliased and not ask_usage:
+        return body
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:  # msgspec accepted it; orjson is stricter on huge ints
+        raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
+    if aliased:
+        obj["model"] = upstream_model
+    if ask_usage:
+        options = obj.get("stream_options")
+        obj["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    return orjson.dumps(obj)
+
+
+def replace_model(data: bytes, model: str, count: int = 0) -> bytes:
+    """Every top-level ``"model": "..."`` of ``data`` set to ``model``. A quote inside a JSON string
+    is always escaped, so the pattern only ever matches a real key."""
+    if b'"model"' not in data:
+        return data
+    replacement = b'"model":' + orjson.dumps(model)
+    return _MODEL_VALUE.sub(lambda _: replacement, data, count=count)
+
+
+def read_usage(body: bytes) -> Usage | None:
+    try:
+        view = usage_only_decoder.decode(body)
+    except msgspec.MsgspecError:
+        return None
+    return usage_from_wire(view.usage) if view.usage is not None else None
+
+
+def rough_request(body: bytes, model: str) -> ChatRequest:
+    """A stand-in for a request that a same-format upstream accepted but the strict decoder would
+    refuse (untranslatable parts): good enough to estimate its tokens, which is all it is for."""
+    text = body.decode("utf-8", "replace")
+    return ChatRequest(model=model, messages=[Message(role="user", parts=[TextPart(text)])])
+
+
+class OpenAIFastPath:
+    """Frontend methods of the fast path, shared by chat and legacy completions."""
+
+    upstream_path = "/v1/chat/completions"
+
+    def __init__(self) -> None:
+        self._aliased = False
+        self._forwarded = False  # a same-format upstream got the bytes: decode only for estimates
+
+    def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
+        return peek_request(body, path_model)
+
+    def fast_request(self, body: bytes, view: RequestView, upstream_model: str) -> UpstreamCall:
+        self._aliased = upstream_model != view.model
+        self._forwarded = True
+        return UpstreamCall(path=self.upstream_path, body=forward_body(body, view, upstream_model))
+
+    def fast_usage(self, body: bytes) -> Usage | None:
+        return read_usage(body)
+
+    def fast_stream(self, view: RequestView) -> FastStream:
+        return FastStream(strip_usage=not view.stream_usage,
+                          public_model=view.model if self._aliased else None)
+
+    def fast_response(self, body: bytes, view: RequestView, public_model: str) -> bytes:
+        return replace_model(body, public_model, count=1) if self._aliased else body
+
+
+class FastStream:
+    """Relays an OpenAI-style SSE stream: complete events go out as soon as they are in, an event
+    split across chunks waits for its end; the usage is read on the way; the usage-only chunk is
+    dropped when the client did not ask for it; the model id is restored when aliased."""
+
+    def __init__(self, *, strip_usage: bool, public_model: str | None = None) -> None:
+        self._strip_usage = strip_usage
+        self._public_model = public_model
+        self._tail = b""
+        self._usage: Usage | None = None
+        self._complete = False
+
+    @property
+    def usage(self) -> Usage | None:
+        return self._usage
+
+    @property
+    def complete(self) -> bool:
+        return self._complete
+
+    def feed(self, chunk: bytes) -> bytes:
+        data = self._tail + chunk if self._tail else chunk
+        end = _events_end(data)
+        if end < len(data):
+            self._tail = data[end:]
+            data = data[:end]
+        else:
+            self._tail = b""
+        return self._relay(data) if data else b""
+
+    def close(self) -> bytes:
+        tail, self._tail = self._tail, b""
+        return self._relay(tail) if tail else b""
+
+    def _relay(self, data: bytes) -> bytes:
+        if not self._complete and b"[DONE]" in data and DONE_LINE.search(data):
+            self._complete = True
+        if b'"usage"' in data:
+            data = self._watch_usage(data)
+        if self._public_model is not None:
+            data = replace_model(data, self._public_model)
+        return data
+
+    def _watch_usage(self, data: bytes) -> bytes:
+        kept: list[bytes] = []
+        for match in _EVENT.finditer(data):
+            event = match.group(0)
+            if not event:
+                continue
+            if b'"usage"' in event and self._saw_usage_only(event):
+                continue
+            kept.append(event)
+        return b"".join(kept)
+
+    def _saw_usage_only(self, event: bytes) -> bool:
+        """Records the event's usage; True when it is a usage-only chunk to drop."""
+        payload = b"\n".join(line[5:].strip() for line in event.splitlines() if line.startswith(b"data:"))
+        try:
+            view = usage_only_decoder.decode(payload)
+        except msgspec.MsgspecError:
+            return False
+        if view.usage is None:
+            return False
+        self._usage = usage_from_wire(view.usage)
+        return self._strip_usage and not view.choices
+
+
+def _events_end(data: bytes) -> int:
+    """Index just past the last blank line (end of the last complete event); 0 when none."""
+    end = 0
+    for sep in (b"\n\n", b"\r\n\r\n"):
+        at = data.rfind(sep)
+        if at >= 0:
+            end = max(end, at + len(sep))
+    return end

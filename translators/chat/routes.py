@@ -1,0 +1,45 @@
+"""The family's generation endpoints: chat completions, legacy completions and embeddings.
+
+Each request gets its own Frontend instance: the fast path remembers per request whether the
+model id was aliased. ``GET /v1/models`` lives in ``translators.chat.models_routes``.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.http import endpoint
+from translators.chat.completions import CompletionsFrontend
+from translators.chat.embeddings import ChatEmbeddingFrontend
+from translators.chat.frontend import ChatFrontend
+
+
+@endpoint("chat")
+async def chat_completions(request: Request) -> Response:
+    from gateway.relay import serve_generate  # the pipeline imports the plugins, not the reverse
+
+    return await serve_generate(request, ChatFrontend())
+
+
+@endpoint("chat")
+async def completions(request: Request) -> Response:
+    from gateway.relay import serve_generate
+
+    return await serve_generate(request, CompletionsFrontend())
+
+
+@endpoint("chat")
+async def embeddings(request: Request) -> Response:
+    from gateway.relay import serve_embeddings
+
+    return await serve_embeddings(request, ChatEmbeddingFrontend())
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+    ]
