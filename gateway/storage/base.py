@@ -15,7 +15,8 @@ Money invariants every backend keeps, each inside one transaction:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import msgspec
 
@@ -49,6 +50,37 @@ class LogPage(msgspec.Struct):
     total: int
 
 
+class TaskRecord(msgspec.Struct, omit_defaults=True):
+    """A media task (image, video, music). ``version`` is the compare-and-swap counter: every
+    ``update_task_cas`` must name the version it read, so a transition (and its refund or
+    callback) happens exactly once even with several pollers."""
+
+    task_id: str  # the gateway's own id, handed to the client
+    user_id: int
+    key_id: int
+    family: str  # imagetask | videoa | videos | music
+    action: str = ""  # IMAGINE, UPSCALE, generate, ...
+    model: str = ""
+    request_id: str = ""  # the request (and reservation) that pays for it
+    upstream: str = ""  # upstream name
+    upstream_task_id: str = ""
+    status: str = ""
+    progress: str = ""
+    request_json: str = "{}"
+    result_json: str | None = None
+    fail_reason: str | None = None
+    billing_status: str = ""  # "" | reserved | charged | refunded
+    reserved_nano: int = 0
+    charged_nano: int = 0
+    notify_hook: str | None = None
+    state: str | None = None  # client pass-through echoed in callbacks
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    finished_at: float | None = None
+    next_poll_at: float | None = None  # None: nothing to poll
+    version: int = 0
+
+
 class AuditProblem(msgspec.Struct):
     subject: str  # "user 3" / "key 7"
     problem: str
@@ -59,9 +91,9 @@ class KeyChanges(msgspec.Struct, omit_defaults=True):
 
     name: str | msgspec.UnsetType = msgspec.UNSET
     enabled: bool | msgspec.UnsetType = msgspec.UNSET
-    quota_nano: int | None | msgspec.UnsetType = msgspec.UNSET
-    models: list[str] | None | msgspec.UnsetType = msgspec.UNSET
-    allow_ips: list[str] | None | msgspec.UnsetType = msgspec.UNSET
+    quota_nano: int | msgspec.UnsetType | None = msgspec.UNSET
+    models: list[str] | msgspec.UnsetType | None = msgspec.UNSET
+    allow_ips: list[str] | msgspec.UnsetType | None = msgspec.UNSET
     expires_at: int | msgspec.UnsetType = msgspec.UNSET
 
 
@@ -119,11 +151,25 @@ class Storage(ABC):
     # --- money -----------------------------------------------------------------------------------
     @abstractmethod
     async def reserve(self, reservation: Reservation) -> bool:
-        """Atomically hold the amount; False (and no change at all) when it does not fit."""
+        """Atomically hold the amount; False (and no change at all) when it does not fit.
+        If the await is cancelled or fails, the hold may or may not exist: settle it with charge 0
+        (a no-op when absent). ``request_id`` must not name another open reservation."""
 
     @abstractmethod
-    async def settle_many(self, settlements: Sequence[Settlement]) -> None:
-        """Close many reservations and write their request logs in one transaction."""
+    async def settle_many(self, settlements: Sequence[Settlement],
+                          logs: Sequence[RequestLog] = ()) -> None:
+        """Close many reservations and write their request logs in one transaction, plus ``logs``
+        of calls that held no reservation. A settlement whose reservation is already closed has no
+        effect at all (no money, no log row)."""
+
+    async def open_reservations(self, instance: str | None = None) -> list[Reservation]:
+        """Open reservations, all or those of one gateway process."""
+        raise NotImplementedError
+
+    async def release_instance_reservations(self, instance: str) -> int:
+        """Release (as ``crash_released``) every open reservation of ``instance``: used at start
+        with the process's own id, whose earlier holds cannot be live. Returns how many."""
+        raise NotImplementedError
 
     @abstractmethod
     async def heartbeat(self, instance: str) -> None:
@@ -156,3 +202,21 @@ class Storage(ABC):
 
     @abstractmethod
     async def bump_auth_version(self) -> int: ...
+
+    # --- media tasks -----------------------------------------------------------------------------
+    async def create_task(self, task: TaskRecord) -> TaskRecord:
+        """Insert with ``version`` 0 (``created_at``/``updated_at`` default to now)."""
+        raise NotImplementedError
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        raise NotImplementedError
+
+    async def update_task_cas(self, task_id: str, expected_version: int,
+                              changes: Mapping[str, Any]) -> TaskRecord | None:
+        """Apply ``changes`` (TaskRecord field names) only if the stored version is still
+        ``expected_version``; bumps the version and ``updated_at``. None when another writer won."""
+        raise NotImplementedError
+
+    async def due_tasks(self, now: float, limit: int) -> list[TaskRecord]:
+        """Tasks whose ``next_poll_at`` is at or before ``now``, oldest first."""
+        raise NotImplementedError

@@ -1,0 +1,171 @@
+"""The charging flow of a metered call: reserve the worst case before the upstream is called,
+settle the actual cost (or release) when the call ends.
+
+Policy
+------
+* ``reserve`` is on the request path and waits for the database commit: a call never reaches an
+  upstream on a hold that is not durable. The storage does it as one conditional transaction
+  (user balance and key ceiling; see ``gateway.storage.base``); the SQL backends group concurrent
+  reserves into one transaction, each evaluated on its own.
+* ``finish`` never waits: the settlement (charge = min(actual, reserved)) and the request log are
+  queued and committed by the batch writer (``writer.py``) in one transaction every
+  ``flush_interval_s`` or when ``batch_max`` are waiting. A database outage is retried with
+  backoff and logged; an item the database refuses is isolated and written in a degraded form
+  (see ``writer.py``); nothing is dropped silently.
+* Crash safety: a process killed with -9 loses at most the settlements queued in its last few
+  milliseconds. Their reservations are still open in the database under the dead process's
+  instance id; every process sends a heartbeat every ``heartbeat_s`` and runs an orphan sweeper
+  (at start, then every ``stale_after_s / 2``) that releases, in full and logged as
+  ``crash_released``, the reservations of instances silent for ``stale_after_s``. So balances
+  always equal the ledger and nothing stays reserved; the lost calls are simply not charged.
+  A process also releases, at start, any reservation left under its own instance id, so
+  ``instance_id`` must be unique per running process (e.g. a uuid).
+* Graceful ``stop`` flushes the queue, then releases whatever this process still holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from gateway.errors import InsufficientQuota
+from gateway.metering.writer import BatchWriter
+from gateway.money import nano_to_usd
+from gateway.records import Principal, RequestLog
+from gateway.storage.base import Reservation, Settlement, Storage
+
+logger = logging.getLogger(__name__)
+
+
+class Meter:
+    def __init__(self, storage: Storage, instance_id: str,
+                 on_finished: Callable[[RequestLog], None] | None = None, *,
+                 batch_max: int = 256, flush_interval_s: float = 0.005,
+                 heartbeat_s: float = 2.0, stale_after_s: float = 10.0) -> None:
+        self.storage = storage
+        self.instance_id = instance_id
+        self.on_finished = on_finished
+        self.heartbeat_s = heartbeat_s
+        self.stale_after_s = stale_after_s
+        self._writer = BatchWriter(storage, batch_max=batch_max, flush_interval_s=flush_interval_s,
+                                   probe=self._heartbeat)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopped = False
+        self._abandoned: set[asyncio.Future[bool]] = set()  # reserve attempts whose caller left
+
+    @property
+    def pending(self) -> int:
+        """Settlements and logs queued but not yet committed."""
+        return self._writer.pending
+
+    # --- life cycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        released = await self.storage.release_instance_reservations(self.instance_id)
+        if released:
+            logger.warning("released %d reservations left by an earlier process with instance id %s",
+                           released, self.instance_id)
+        await self.storage.heartbeat(self.instance_id)
+        await self._sweep()
+        self._writer.start()
+        self._stopped = False
+        self._tasks = [
+            asyncio.create_task(self._every(self.heartbeat_s, self._heartbeat), name="meter-heartbeat"),
+            asyncio.create_task(self._every(self.stale_after_s / 2, self._sweep), name="meter-sweeper"),
+        ]
+
+    async def stop(self, timeout_s: float = 30.0) -> None:
+        """Flush the queue (giving up, loudly, after ``timeout_s`` if the database stays down),
+        stop the background tasks and release what this process still holds."""
+        self._stopped = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._abandoned:
+            await asyncio.wait(list(self._abandoned), timeout=timeout_s)
+        await self._writer.stop(timeout_s)
+        if not self._writer.pending:
+            released = await self.storage.release_instance_reservations(self.instance_id)
+            if released:
+                logger.warning("released %d reservations still held at shutdown", released)
+
+    async def flush(self) -> None:
+        """Wait until everything queued so far is committed (including the release of holds made
+        for callers that were cancelled while reserving)."""
+        if self._abandoned:
+            await asyncio.wait(list(self._abandoned))
+        await self._writer.flush()
+
+    # --- the request path ------------------------------------------------------------------------
+    async def reserve(self, request_id: str, principal: Principal, amount_nano: int) -> Reservation:
+        """Hold ``amount_nano`` against the key's ceiling and the user's balance, or raise
+        ``InsufficientQuota``. The hold is committed when this returns."""
+        if amount_nano < 0:
+            raise ValueError("a reservation cannot be negative")
+        reservation = Reservation(request_id=request_id, user_id=principal.user.id,
+                                  key_id=principal.key.id, amount_nano=amount_nano,
+                                  instance=self.instance_id)
+        # The attempt runs to its end even if this caller is cancelled (client gone), so that
+        # whether a hold was made is known; one that was is then released.
+        attempt = asyncio.ensure_future(self.storage.reserve(reservation))
+        try:
+            ok = await asyncio.shield(attempt)
+        except asyncio.CancelledError:
+            self._abandoned.add(attempt)
+            attempt.add_done_callback(lambda done: self._release_if_held(done, reservation))
+            raise
+        except Exception:
+            self._writer.put(Settlement(reservation, 0))  # it may have committed all the same
+            raise
+        if not ok:
+            raise InsufficientQuota(
+                f"Insufficient quota: this request may cost up to ${nano_to_usd(amount_nano):.6f}, more than "
+                "the API key's remaining quota or the account balance.")
+        return reservation
+
+    def finish(self, log: RequestLog, reservation: Reservation | None, charge_nano: int) -> None:
+        """Queue the settlement (or only the log when nothing was reserved) and report the call to
+        ``on_finished``. ``log.charge_nano`` is set to the actual charge, min(charge, reserved)."""
+        if reservation is None:
+            log.charge_nano = 0
+            self._writer.put(log)
+        else:
+            log.charge_nano = min(max(charge_nano, 0), reservation.amount_nano)
+            self._writer.put(Settlement(reservation, log.charge_nano, log))
+        if self._stopped:
+            logger.warning("meter already stopped: settlement of %s is written only by a later flush",
+                           log.request_id)
+        if self.on_finished is not None:
+            try:
+                self.on_finished(log)
+            except Exception:
+                logger.exception("on_finished subscriber failed for %s", log.request_id)
+
+    def _release_if_held(self, attempt: asyncio.Future[bool], reservation: Reservation) -> None:
+        self._abandoned.discard(attempt)
+        if attempt.cancelled() or attempt.exception() is not None or attempt.result():
+            self._writer.put(Settlement(reservation, 0))  # a no-op when nothing is held
+
+    # --- background ------------------------------------------------------------------------------
+    async def _heartbeat(self) -> None:
+        await self.storage.heartbeat(self.instance_id)
+
+    async def _sweep(self) -> None:
+        released = await self.storage.release_orphaned_reservations(self.stale_after_s)
+        if released:
+            logger.warning("released %d reservations of gateway processes silent for %gs (crash_released)",
+                        released, self.stale_after_s)
+
+    @staticmethod
+    async def _every(interval_s: float, job: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await job()
+            except Exception:
+                logger.exception("meter background job %s failed; retrying in %gs",
+                              getattr(job, "__name__", job), interval_s)

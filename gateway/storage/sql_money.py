@@ -1,0 +1,282 @@
+"""The money transactions, written once for both SQL backends (``?`` placeholders, dialect
+snippets passed in). Each function runs inside a transaction the caller opened.
+
+Lock order, so that concurrent transactions of several gateway processes on PostgreSQL cannot
+deadlock each other: reservation rows first, then user rows by ascending id, then key rows by
+ascending id. ``reserve`` touches one user row, then one key row; ``close_and_book`` deletes the
+reservations, then updates users and keys in sorted order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from gateway.records import RequestLog
+from gateway.storage.base import AuditProblem, Reservation
+
+log = logging.getLogger(__name__)
+Row = Mapping[str, Any]  # sqlite3.Row and asyncpg.Record both index by column name
+
+LOG_FIELDS: tuple[str, ...] = RequestLog.__struct_fields__
+_CHARGE_AT = LOG_FIELDS.index("charge_nano")
+_LOG_BOOLS = ("is_stream", "usage_estimated")
+RES_COLUMNS = "request_id, user_id, key_id, amount_nano, instance, created_at"
+CHUNK = 500  # ids per IN (...) list; far below SQLite's parameter limit
+
+
+class Tx(Protocol):
+    """One connection (inside a transaction for writes). SQL uses ``?`` placeholders."""
+
+    async def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
+        """Run a statement; returns the number of rows it changed."""
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]: ...
+
+
+WriteFn = Callable[[Callable[[Tx], Awaitable[Any]]], Awaitable[Any]]  # runs fn in one write transaction
+
+
+class NoFit(Exception):
+    """Raised inside a transaction to roll it back: the reservation does not fit."""
+
+
+def in_list(n: int) -> str:
+    return "(" + ", ".join("?" * n) + ")"
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+# --- request logs ----------------------------------------------------------------------------------
+INSERT_LOG = (f"INSERT INTO request_logs ({', '.join(LOG_FIELDS)}) "
+              f"VALUES ({', '.join('?' * len(LOG_FIELDS))})")
+
+
+def log_row(log: RequestLog, charge_nano: int | None = None) -> tuple[Any, ...]:
+    row = msgspec.structs.astuple(log)
+    if charge_nano is not None:
+        row = (*row[:_CHARGE_AT], charge_nano, *row[_CHARGE_AT + 1:])
+    return row
+
+
+def log_from_row(row: Row) -> RequestLog:
+    values = {f: row[f] for f in LOG_FIELDS}
+    for f in _LOG_BOOLS:
+        values[f] = bool(values[f])
+    return RequestLog(**values)
+
+
+# --- reserve -----------------------------------------------------------------------------------------
+# The user update also checks the key's ceiling, so that in the common case nothing has to be rolled
+# back; the key update re-checks it on its own (authoritative when another transaction got there
+# first on PostgreSQL) and a miss there rolls the whole transaction back.
+_RESERVE_USER = """UPDATE users SET balance_nano = balance_nano - ?
+WHERE id = ? AND balance_nano >= ? AND EXISTS (
+    SELECT 1 FROM api_keys k WHERE k.id = ? AND k.user_id = users.id AND k.enabled
+    AND (k.quota_nano IS NULL OR k.spent_nano + k.reserved_nano + ? <= k.quota_nano))"""
+_RESERVE_KEY = """UPDATE api_keys SET reserved_nano = reserved_nano + ?
+WHERE id = ? AND enabled AND (quota_nano IS NULL OR spent_nano + reserved_nano + ? <= quota_nano)"""
+_INSERT_RESERVATION = f"INSERT INTO reservations ({RES_COLUMNS}) VALUES (?, ?, ?, ?, ?, {{now}})"
+INSERT_LEDGER = """INSERT INTO ledger
+(ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+
+
+async def reserve_in_tx(tx: Tx, r: Reservation, now_sql: str) -> bool:
+    """False when the user's balance or the key's ceiling does not allow it (nothing changed);
+    raises NoFit when the key update lost a race after the user update (caller rolls back)."""
+    a = r.amount_nano
+    if not await tx.execute(_RESERVE_USER, (a, r.user_id, a, r.key_id, a)):
+        return False
+    if not await tx.execute(_RESERVE_KEY, (a, r.key_id, a)):
+        raise NoFit
+    await tx.execute(_INSERT_RESERVATION.replace("{now}", now_sql),
+                     (r.request_id, r.user_id, r.key_id, a, r.instance))
+    await tx.execute(INSERT_LEDGER, (time.time(), "reserve", r.request_id, r.user_id, r.key_id, -a, 0, a))
+    return True
+
+
+class GroupReserve:
+    """Group commit of ``reserve``: reservations that arrive while a batch is being written wait
+    for the next batch, and a batch is one transaction (one commit, one fsync). Inside it each
+    reservation's conditional updates are evaluated on their own, in (user, key) order so that the
+    batches of several processes lock rows in one order; one that does not fit changes nothing and
+    does not affect the others. If the batch transaction fails (or lost a race with another process
+    on PostgreSQL), each reservation is retried in its own transaction, so a bad one fails alone."""
+
+    def __init__(self, write: WriteFn, now_sql: str) -> None:
+        self._write = write  # runs a function in one write transaction
+        self._now_sql = now_sql
+        self._pending: list[tuple[Reservation, asyncio.Future[bool]]] = []
+        self._batches: set[asyncio.Task[None]] = set()
+        self._lock = asyncio.Lock()
+
+    async def reserve(self, r: Reservation) -> bool:
+        if r.amount_nano < 0:
+            raise ValueError("a reservation cannot be negative")
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._pending.append((r, future))
+        if len(self._pending) == 1:  # the first waiter schedules a batch; later ones join it
+            task = asyncio.create_task(self._run_batch())
+            self._batches.add(task)
+            task.add_done_callback(self._batches.discard)
+        # shield: a cancelled caller must not cancel the batch (the hold may be made all the same)
+        return await asyncio.shield(future)
+
+    async def close(self) -> None:
+        """Let the batches in progress end."""
+        if self._batches:
+            await asyncio.gather(*self._batches, return_exceptions=True)
+
+    async def _run_batch(self) -> None:
+        async with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch:
+                return
+            batch.sort(key=lambda item: (item[0].user_id, item[0].key_id))
+
+            async def all_in_one(tx: Tx) -> list[bool]:
+                return [await reserve_in_tx(tx, r, self._now_sql) for r, _ in batch]
+
+            results: list[bool | BaseException]
+            try:
+                results = list(await self._write(all_in_one))
+            except Exception as exc:
+                if len(batch) > 1 and not isinstance(exc, NoFit):
+                    log.warning("group reserve of %d failed (%s); retrying one by one", len(batch), exc)
+                results = [await self._alone(r) for r, _ in batch]
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():
+                    continue
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+    async def _alone(self, r: Reservation) -> bool | BaseException:
+        try:
+            return bool(await self._write(lambda tx: reserve_in_tx(tx, r, self._now_sql)))
+        except NoFit:
+            return False
+        except Exception as exc:
+            return exc
+
+
+# --- close reservations (settle, release, crash release) --------------------------------------------
+_BOOK_USER = """UPDATE users SET balance_nano = balance_nano + ?, used_nano = used_nano + ?,
+request_count = request_count + ? WHERE id = ?"""
+_BOOK_KEY = "UPDATE api_keys SET spent_nano = spent_nano + ?, reserved_nano = reserved_nano - ? WHERE id = ?"
+
+
+async def delete_reservations(tx: Tx, request_ids: Sequence[str]) -> list[Row]:
+    """Close the reservations that are still open; a closed one is simply absent from the result,
+    which is what makes every close happen exactly once."""
+    rows: list[Row] = []
+    for part in chunks(sorted(request_ids)):
+        rows += await tx.fetchall(
+            f"DELETE FROM reservations WHERE request_id IN {in_list(len(part))} RETURNING {RES_COLUMNS}",
+            part)
+    return rows
+
+
+async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | None]], *,
+                        count_requests: bool, release_kind: str) -> None:
+    """Money effects of closed reservations: (reservation row, charge <= amount, log or None)."""
+    users: dict[int, list[int]] = {}  # id -> [balance delta, used delta, requests]
+    keys: dict[int, list[int]] = {}  # id -> [spent delta, reserved decrease]
+    ledger: list[tuple[Any, ...]] = []
+    logs: list[tuple[Any, ...]] = []
+    ts = time.time()
+    for row, charge, log in closed:
+        amount, user_id, key_id = row["amount_nano"], row["user_id"], row["key_id"]
+        u = users.setdefault(user_id, [0, 0, 0])
+        u[0] += amount - charge
+        u[1] += charge
+        u[2] += int(count_requests)
+        k = keys.setdefault(key_id, [0, 0])
+        k[0] += charge
+        k[1] += amount
+        ledger.append((ts, "settle" if charge else release_kind, row["request_id"], user_id, key_id,
+                       amount - charge, charge, amount))
+        if log is not None:
+            logs.append(log_row(log, charge))
+    if not closed:
+        return
+    await tx.executemany(_BOOK_USER, [(*v, i) for i, v in sorted(users.items())])
+    await tx.executemany(_BOOK_KEY, [(*v, i) for i, v in sorted(keys.items())])
+    await tx.executemany(INSERT_LEDGER, ledger)
+    if logs:
+        await tx.executemany(INSERT_LOG, logs)
+
+
+async def release_where(tx: Tx, where: str, args: Sequence[Any]) -> int:
+    """Release (charge 0) every open reservation matching ``where``, each logged as
+    ``crash_released``; returns how many."""
+    rows = await tx.fetchall(f"DELETE FROM reservations WHERE {where} RETURNING {RES_COLUMNS}", args)
+    if not rows:
+        return 0
+    key_ids = sorted({r["key_id"] for r in rows})
+    names: dict[int, str] = {}
+    for part in chunks(key_ids):
+        for k in await tx.fetchall(f"SELECT id, name FROM api_keys WHERE id IN {in_list(len(part))}", part):
+            names[k["id"]] = k["name"]
+    closed = [(r, 0, RequestLog(
+        request_id=r["request_id"], created_at=r["created_at"], user_id=r["user_id"], key_id=r["key_id"],
+        token_name=names.get(r["key_id"], ""), route="", family="", model="", status=0,
+        outcome="crash_released", error_code="crash_released")) for r in rows]
+    await book_closures(tx, closed, count_requests=False, release_kind="crash_release")
+    return len(rows)
+
+
+# --- audit -------------------------------------------------------------------------------------------
+_AUDIT_USERS = """SELECT u.id, u.balance_nano, u.used_nano,
+    COALESCE(l.delta, 0) AS delta, COALESCE(l.charge, 0) AS charge, COALESCE(l.held, 0) AS held,
+    COALESCE(r.open_nano, 0) AS open_nano
+FROM users u
+LEFT JOIN (SELECT user_id, CAST(SUM(delta_nano) AS BIGINT) AS delta,
+                  CAST(SUM(charge_nano) AS BIGINT) AS charge,
+                  CAST(SUM(CASE WHEN kind = 'reserve' THEN amount_nano ELSE -amount_nano END)
+                       AS BIGINT) AS held
+           FROM ledger GROUP BY user_id) l ON l.user_id = u.id
+LEFT JOIN (SELECT user_id, CAST(SUM(amount_nano) AS BIGINT) AS open_nano
+           FROM reservations GROUP BY user_id) r ON r.user_id = u.id
+ORDER BY u.id"""
+_AUDIT_KEYS = """SELECT k.id, k.spent_nano, k.reserved_nano,
+    COALESCE(l.charge, 0) AS charge, COALESCE(r.open_nano, 0) AS open_nano
+FROM api_keys k
+LEFT JOIN (SELECT key_id, CAST(SUM(charge_nano) AS BIGINT) AS charge
+           FROM ledger WHERE key_id IS NOT NULL GROUP BY key_id) l ON l.key_id = k.id
+LEFT JOIN (SELECT key_id, CAST(SUM(amount_nano) AS BIGINT) AS open_nano
+           FROM reservations GROUP BY key_id) r ON r.key_id = k.id
+ORDER BY k.id"""
+
+
+async def audit_in_tx(tx: Tx) -> list[AuditProblem]:
+    problems: list[AuditProblem] = []
+
+    def check(subject: str, what: str, stored: int, expected: int, source: str = "the ledger") -> None:
+        if stored != expected:
+            problems.append(AuditProblem(subject, f"{what} is {stored}, {source} says {expected}"))
+
+    for u in await tx.fetchall(_AUDIT_USERS):
+        subject = f"user {u['id']}"
+        check(subject, "balance_nano", u["balance_nano"], u["delta"])
+        check(subject, "used_nano", u["used_nano"], u["charge"])
+        check(subject, "sum of open reservations", u["open_nano"], u["held"])
+        if u["balance_nano"] < 0:
+            problems.append(AuditProblem(subject, f"negative balance {u['balance_nano']}"))
+    for k in await tx.fetchall(_AUDIT_KEYS):
+        subject = f"key {k['id']}"
+        check(subject, "spent_nano", k["spent_nano"], k["charge"])
+        check(subject, "reserved_nano", k["reserved_nano"], k["open_nano"], "the reservations table")
+    return problems
