@@ -405,6 +405,12 @@ def serve_simulator_forever(host: str, port: int, settings: SimulatorSettings | 
             await runner.cleanup()
 
     try:
-        asyncio.run(main())
+        try:
+            import uvloop  # same event loop as the gateway, so benchmarks compare like with like
+        except ImportError:
+            asyncio.run(main())
+        else:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                runner.run(main())
     except KeyboardInterrupt:  # pragma: no cover
         pass

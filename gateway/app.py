@@ -1,0 +1,156 @@
+"""The app factory: plugins -> Gateway -> route table -> middleware -> lifespan.
+
+Nothing here runs at import time; every app (one per worker process, one per test) builds its own
+plugin manager and services, so no state is shared through module globals.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+import pluggy
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.admin_api import admin_routes
+from gateway.auth import Authenticator
+from gateway.catalogue import Catalogue
+from gateway.config import Config
+from gateway.context import Gateway
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.http import error_response, family_for_path, json_response
+from gateway.metering.meter import Meter
+from gateway.middleware import middleware_stack
+from gateway.plugins import make_plugin_manager
+from gateway.records import RequestLog
+from gateway.storage import open_storage
+from gateway.translation import UpstreamAdapter
+from gateway.upstream.pool import UpstreamPool
+
+
+def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
+               load_entrypoints: bool = True) -> Starlette:
+    """A ready-to-serve app for ``config``. ``extra_plugins`` are registered after the built-ins
+    and entry points (tests use it for throw-away plugins)."""
+    pm = make_plugin_manager(load_entrypoints=load_entrypoints, extra_plugins=tuple(extra_plugins))
+    storage = open_storage(config.database)
+    instance_id = uuid.uuid4().hex
+    adapters = collect_adapters(pm)
+
+    def on_finished(record: RequestLog) -> None:
+        notify_finished(gateway, record)
+
+    gateway = Gateway(
+        config=config,
+        plugins=pm,
+        catalogue=Catalogue(config),
+        storage=storage,
+        auth=Authenticator(storage, config, config.redis),
+        meter=Meter(storage, instance_id, on_finished=on_finished),
+        upstreams=UpstreamPool(config, adapters),
+        instance_id=instance_id,
+        adapters=adapters,
+    )
+    app = Starlette(
+        routes=[*core_routes(), *collect_routes(pm, gateway)],
+        middleware=middleware_stack(config),
+        exception_handlers={HTTPException: http_exception, GatewayError: gateway_exception},
+        lifespan=_lifespan(gateway),
+    )
+    app.state.gateway = gateway
+    return app
+
+
+def collect_adapters(pm: pluggy.PluginManager) -> dict[str, UpstreamAdapter]:
+    """One adapter per protocol; pluggy answers last-registered first, so walking its answers
+    backwards lets a later plugin's adapter replace a built-in one."""
+    adapters: dict[str, UpstreamAdapter] = {}
+    for answer in reversed(pm.hook.gateway_upstream_adapters()):
+        for adapter in answer or ():
+            adapters[adapter.protocol] = adapter
+    return adapters
+
+
+def collect_routes(pm: pluggy.PluginManager, gateway: Gateway) -> list[BaseRoute]:
+    """Every plugin's routes, in registration order (built-ins first), so that on a clash the
+    built-in route is the one matched."""
+    routes: list[BaseRoute] = []
+    for answer in reversed(pm.hook.gateway_routes(gateway=gateway)):
+        routes.extend(answer or ())
+    return routes
+
+
+def core_routes() -> list[BaseRoute]:
+    return [Route("/healthz", healthz, methods=["GET"]), *admin_routes()]
+
+
+async def healthz(request: Request) -> Response:
+    return json_response({"status": "ok"})
+
+
+def notify_finished(gateway: Gateway, record: RequestLog) -> None:
+    """The Meter's ``on_finished`` (which logs and survives a failing subscriber)."""
+    gateway.plugins.hook.gateway_request_finished(gateway=gateway, log=record)
+
+
+async def http_exception(request: Request, exc: Exception) -> Response:
+    """Routing errors (unknown path, wrong method) in the envelope of the path's family."""
+    assert isinstance(exc, HTTPException)
+    path = request.url.path
+    err: GatewayError
+    if exc.status_code == 404:
+        err = NotFound(f"Unknown request URL: {request.method} {path}.")
+    elif exc.status_code == 405:
+        err = MethodNotAllowed(f"Method {request.method} is not allowed for {path}.")
+    else:
+        err = GatewayError(str(exc.detail), status=exc.status_code, code="http_error")
+    response = error_response(family_for_path(path), err, request)
+    if exc.headers:
+        response.headers.update(exc.headers)
+    return response
+
+
+async def gateway_exception(request: Request, exc: Exception) -> Response:
+    """A GatewayError raised by a route that is not wrapped in ``endpoint``."""
+    assert isinstance(exc, GatewayError)
+    return error_response(family_for_path(request.url.path), exc, request)
+
+
+async def _await_all(results: Iterable[Any]) -> None:
+    for result in results:
+        if inspect.isawaitable(result):
+            await result
+
+
+async def _shutdown_hooks(gateway: Gateway) -> None:
+    await _await_all(gateway.plugins.hook.gateway_shutdown(gateway=gateway))
+
+
+def _lifespan(gateway: Gateway) -> Any:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Started in order, stopped in reverse (also when a later start fails): by the time the
+        # Meter flushes, the upstream pool is closed and no request can add to it.
+        async with contextlib.AsyncExitStack() as stack:
+            await gateway.storage.open()
+            stack.push_async_callback(gateway.storage.close)
+            await gateway.auth.start()
+            stack.push_async_callback(gateway.auth.stop)
+            await gateway.meter.start()
+            stack.push_async_callback(gateway.meter.stop)
+            await gateway.upstreams.start()
+            stack.push_async_callback(gateway.upstreams.stop)
+            # Shutdown hooks run first on the way out; registered before startup hooks run so
+            # that a plugin whose startup half-failed still gets to clean up.
+            stack.push_async_callback(_shutdown_hooks, gateway)
+            await _await_all(gateway.plugins.hook.gateway_startup(gateway=gateway))
+            yield
+
+    return lifespan

@@ -1,0 +1,289 @@
+"""Who is calling: API keys for model endpoints, user tokens for management endpoints, the admin key.
+
+Checks, in order: a credential is present (per family's headers), it is ``sk-``-shaped, it exists
+(looked up by its sha256), the key is enabled, not expired, and the client IP is in its allowlist.
+The model allowlist is ``Catalogue.check``'s job and quota the Meter's.
+
+The hot path does not touch the database: key hash -> (key, user) lives in a bounded in-process
+cache, with a bounded negative cache for hashes that matched nothing. ``changed()`` (called after
+every key or user change) empties both at once in this process and bumps the storage's auth
+version; other processes see the bump by polling it (and at once through Redis pub/sub when
+configured) and empty their caches too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import hmac
+import logging
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+
+from gateway.config import Config
+from gateway.errors import ExpiredApiKey, InvalidApiKey, InvalidRequest, IpNotAllowed
+from gateway.keys import (
+    Network,
+    client_ip_from,
+    hash_secret,
+    ip_in,
+    is_api_key_shaped,
+    is_user_token_shaped,
+    parse_network,
+    parse_networks,
+)
+from gateway.records import KeyRecord, Principal, UserRecord
+
+if TYPE_CHECKING:
+    from gateway.storage.base import Storage
+
+log = logging.getLogger("gateway.auth")
+
+REDIS_CHANNEL = "gateway:auth-changed"
+_VERSION_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class _Entry:
+    """A cached key with its user and its parsed IP allowlist (None = any IP)."""
+
+    __slots__ = ("key", "networks", "user")
+
+    def __init__(self, key: KeyRecord, user: UserRecord) -> None:
+        self.key = key
+        self.user = user
+        self.networks = _networks(key.allow_ips)
+
+
+def _networks(entries: list[str] | None) -> tuple[Network, ...] | None:
+    if entries is None:
+        return None
+    parsed = []
+    for entry in entries:
+        try:
+            parsed.append(parse_network(entry))
+        except ValueError:  # validated on write; a bad row must only ever deny, never allow
+            log.warning("key allowlist entry %r is not an IP or CIDR; ignored", entry)
+    return tuple(parsed)
+
+
+def _bearer(request: Request) -> str | None:
+    value = request.headers.get("authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token if scheme.lower() == "bearer" else ""
+
+
+class Authenticator:
+    poll_interval_s: float = 0.5  # cross-process invalidation delay without Redis
+    cache_size: int = 10_000
+    negative_cache_size: int = 10_000
+
+    def __init__(self, storage: Storage, config: Config, redis_url: str | None = None) -> None:
+        self.storage = storage
+        self.redis_url = redis_url
+        self._admin_key = config.admin_key or None
+        self._trusted = parse_networks(config.trusted_proxies)
+        self._cache: dict[str, _Entry] = {}
+        self._unknown: dict[str, None] = {}
+        # Bumped by every invalidation: a lookup that started before one must not fill the cache.
+        self._generation = 0
+        self._version = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._publisher: Any = None  # redis.asyncio.Redis, made on first publish
+
+    # --- life cycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self._version = await self.storage.auth_version()
+        self._tasks.append(asyncio.create_task(self._poll_version(), name="auth-version-poll"))
+        if self.redis_url:
+            self._tasks.append(asyncio.create_task(self._listen_redis(), name="auth-redis-listen"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._publisher is not None:
+            await self._publisher.aclose()
+            self._publisher = None
+
+    # --- model endpoints -------------------------------------------------------------------------
+    async def authenticate(self, request: Request, family: str) -> Principal:
+        """The caller of a model endpoint of ``family`` (chat, messages, v1beta; any other family
+        uses the chat family's Bearer header)."""
+        credential = self._credential(request, family)
+        if family == "messages":
+            _check_version(request)
+        entry = await self._entry(credential)
+        key = entry.key
+        if not key.enabled:
+            raise InvalidApiKey("This API key is disabled.")
+        if key.expires_at and key.expires_at <= time.time():
+            raise ExpiredApiKey("This API key has expired.")
+        ip = self.client_ip(request)
+        if entry.networks is not None and not ip_in(ip, entry.networks):
+            raise IpNotAllowed(f"Requests from {ip or 'this address'} are not allowed for this API key.")
+        return Principal(key=key, user=entry.user, client_ip=ip)
+
+    def _credential(self, request: Request, family: str) -> str:
+        headers = request.headers
+        if family == "messages":
+            found = headers.get("x-api-key") or _bearer(request)
+            where = "the x-api-key header"
+        elif family == "v1beta":
+            found = (headers.get("x-vendorc-api-key") or headers.get("x-goog-api-key")
+                     or request.query_params.get("key") or _bearer(request))
+            where = "the x-vendorc-api-key header"
+        else:
+            found = _bearer(request)
+            where = "the Authorization header (Bearer <key>)"
+        if not found:
+            raise InvalidApiKey(f"No API key provided. Pass your API key in {where}.")
+        return found
+
+    async def _entry(self, credential: str) -> _Entry:
+        if not is_api_key_shaped(credential):
+            if is_user_token_shaped(credential):
+                raise InvalidApiKey("A user token cannot call model endpoints; use an API key (sk-...).")
+            raise InvalidApiKey("Invalid API key format: keys start with sk- and contain no spaces.")
+        digest = hash_secret(credential)
+        entry = self._cache.get(digest)
+        if entry is not None:
+            return entry
+        if digest in self._unknown:
+            raise InvalidApiKey("Incorrect API key provided.")
+        generation = self._generation
+        key = await self.storage.key_by_hash(digest)
+        user = await self.storage.get_user(key.user_id) if key is not None else None
+        if key is None or user is None:
+            if generation == self._generation:
+                _bounded_put(self._unknown, digest, None, self.negative_cache_size)
+            raise InvalidApiKey("Incorrect API key provided.")
+        entry = _Entry(key, user)
+        if generation == self._generation:
+            _bounded_put(self._cache, digest, entry, self.cache_size)
+        return entry
+
+    def client_ip(self, request: Request) -> str:
+        """The socket peer; ``X-Forwarded-For`` is believed only from ``config.trusted_proxies``."""
+        peer = request.client.host if request.client else None
+        forwarded = None
+        if self._trusted:
+            forwarded = ",".join(request.headers.getlist("x-forwarded-for")) or None
+        return client_ip_from(peer, forwarded, self._trusted)
+
+    # --- management and admin endpoints ---------------------------------------------------------
+    async def authenticate_user_token(self, request: Request) -> UserRecord:
+        """The user of a management endpoint (``/api/user/self``, ``/api/log/self``): Bearer user
+        token. Read from storage each time: these endpoints show the live balance."""
+        token = _bearer(request)
+        if not token:
+            raise InvalidApiKey("No user token provided. Pass it as Authorization: Bearer <user token>.")
+        if not is_user_token_shaped(token):
+            if is_api_key_shaped(token):
+                raise InvalidApiKey("An API key cannot be used here; this endpoint takes your user token.")
+            raise InvalidApiKey("Invalid user token.")
+        user = await self.storage.user_by_token_hash(hash_secret(token))
+        if user is None:
+            raise InvalidApiKey("Invalid user token.")
+        return user
+
+    def authenticate_admin(self, request: Request) -> None:
+        """The admin API's Bearer credential, compared in constant time. No admin key configured
+        means the admin API is off: every call is refused."""
+        if self._admin_key is None:
+            raise InvalidApiKey("The admin API is disabled: no admin_key is configured (GATEWAY_ADMIN_KEY).")
+        token = _bearer(request) or ""
+        if not hmac.compare_digest(token.encode("utf-8"), self._admin_key.encode("utf-8")):
+            raise InvalidApiKey("Invalid admin key.")
+
+    # --- invalidation ----------------------------------------------------------------------------
+    async def changed(self) -> None:
+        """A key or user changed: forget everything cached here, then tell other processes."""
+        self._invalidate()
+        self._version = await self.storage.bump_auth_version()
+        if self.redis_url:
+            await self._publish()
+
+    def _invalidate(self) -> None:
+        self._generation += 1
+        self._cache.clear()
+        self._unknown.clear()
+
+    async def _poll_version(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval_s)
+            try:
+                version = await self.storage.auth_version()
+            except Exception:  # a database blip must not end the poller
+                log.warning("could not read the auth version; retrying", exc_info=True)
+                continue
+            if version != self._version:
+                self._version = version
+                self._invalidate()
+
+    async def _publish(self) -> None:
+        import redis.asyncio as aioredis
+        from redis.exceptions import RedisError
+
+        try:
+            if self._publisher is None:
+                self._publisher = aioredis.from_url(self.redis_url, socket_connect_timeout=2)
+            await self._publisher.publish(REDIS_CHANNEL, str(self._version))
+        except (RedisError, OSError):
+            # Other processes still see the bumped version within one poll interval.
+            log.warning("could not publish the auth change on Redis", exc_info=True)
+
+    async def _listen_redis(self) -> None:
+        import redis.asyncio as aioredis
+        from redis.exceptions import RedisError
+
+        delay = 1.0
+        while True:
+            client = aioredis.from_url(self.redis_url, socket_connect_timeout=2)
+            pubsub = client.pubsub()
+            try:
+                await pubsub.subscribe(REDIS_CHANNEL)
+                delay = 1.0
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        self._invalidate()
+            except (RedisError, OSError) as exc:
+                log.warning("Redis auth channel unavailable (%s); polling until it is back; retry in %gs",
+                            exc, delay)
+            finally:
+                await pubsub.aclose()
+                await client.aclose()
+            # A message may have been missed while disconnected: forget everything once.
+            self._invalidate()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+
+def _bounded_put(cache: dict[str, Any], digest: str, value: Any, limit: int) -> None:
+    """Insert, evicting the oldest entry when full (FIFO: a hit costs nothing extra)."""
+    if len(cache) >= limit:
+        cache.pop(next(iter(cache)))
+    cache[digest] = value
+
+
+def _check_version(request: Request) -> None:
+    """The message family requires a date-form version header (any date, as SDKs move on)."""
+    version = request.headers.get("vendorb-version") or request.headers.get("anthropic-version")
+    if version is None:
+        raise InvalidRequest("The vendorb-version (or anthropic-version) header is required, "
+                             "e.g. 2023-06-01.", param="vendorb-version")
+    try:
+        valid = _VERSION_DATE.fullmatch(version) is not None and bool(datetime.date.fromisoformat(version))
+    except ValueError:
+        valid = False
+    if not valid:
+        raise InvalidRequest("The vendorb-version header must be a date such as 2023-06-01.",
+                             param="vendorb-version")

@@ -1,0 +1,177 @@
+"""HTTP helpers every route module uses: the family of a path, the request id, error and JSON
+responses, body reading, body decoding with field-naming errors, and the ``endpoint`` wrapper.
+
+A route handler is written as::
+
+    @endpoint("messages")
+    async def create_message(request: Request) -> Response:
+        gateway = get_gateway(request)
+        principal = await gateway.auth.authenticate(request, "messages")
+        body = await read_json_body(request)
+        ...
+
+Any ``GatewayError`` it raises becomes the family's error envelope with the error's status; any
+other exception goes to the ``gateway_handle_exception`` hook (500, no stack trace in the body).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gateway.errors import GatewayError, InvalidRequest, render_error
+
+if TYPE_CHECKING:
+    from gateway.context import Gateway
+
+__all__ = [
+    "REQUEST_ID_HEADER",
+    "decode_body",
+    "endpoint",
+    "error_response",
+    "family_for_path",
+    "get_gateway",
+    "handle_unexpected",
+    "json_response",
+    "new_request_id",
+    "read_json_body",
+    "request_id",
+]
+
+REQUEST_ID_HEADER = "X-Service-Request-Id"
+JSON_MEDIA_TYPE = "application/json"
+
+Handler = Callable[[Request], Awaitable[Response]]
+T = TypeVar("T")
+
+# The third family is also served on ``/v1/models/{model}:{method}`` (what google-genai calls by
+# default); a colon in the last segment of a model path is what tells it from the chat family.
+_V1_MODEL_METHOD = re.compile(r"^/v1/models/[^/]+:[A-Za-z]+$")
+
+
+def family_for_path(path: str) -> str:
+    """The wire family whose error envelope a path gets: ``messages``, ``v1beta`` or ``chat``
+    (chat also covers media, account, admin and unknown paths)."""
+    if path.startswith("/v1/messages"):
+        return "messages"
+    if path.startswith("/v1beta/") or path == "/v1beta" or _V1_MODEL_METHOD.match(path):
+        return "v1beta"
+    return "chat"
+
+
+def new_request_id() -> str:
+    """``req_`` + 32 hex characters."""
+    return "req_" + secrets.token_hex(16)
+
+
+def request_id(request: Request) -> str:
+    """The id the request-id middleware gave this request (made here if the app runs without it,
+    e.g. in a unit test, and then stored so every later call agrees)."""
+    state = request.scope.setdefault("state", {})
+    rid = state.get("request_id")
+    if rid is None:
+        rid = state["request_id"] = new_request_id()
+    return rid
+
+
+def get_gateway(request: Request) -> Gateway:
+    """The running Gateway of the app that serves ``request``."""
+    return request.app.state.gateway
+
+
+def json_response(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
+    """A JSON response serialised with orjson (msgspec Structs, dataclasses and numbers alike)."""
+    return Response(orjson.dumps(obj, default=_default), status_code=status, headers=headers,
+                    media_type=JSON_MEDIA_TYPE)
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, msgspec.Struct):
+        return msgspec.to_builtins(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def error_response(family: str, err: GatewayError, request: Request | None = None) -> Response:
+    """``err`` in the envelope of ``family``. The request id header is added by the middleware;
+    ``request`` is accepted so that callers need not know that (and for future use)."""
+    return Response(render_error(family, err), status_code=err.status, media_type=JSON_MEDIA_TYPE)
+
+
+async def read_json_body(request: Request) -> bytes:
+    """The whole request body; InvalidRequest when it is empty. The body-limit middleware raises
+    RequestTooLarge from here when the body grows past its limit."""
+    body = await request.body()
+    if not body or body.isspace():
+        raise InvalidRequest("The request body is empty; a JSON object is required.")
+    return body
+
+
+_AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
+
+
+def decode_body(body: bytes, type_: type[T]) -> T:
+    """Decode JSON ``body`` into ``type_`` (a msgspec Struct); InvalidRequest names the field."""
+    try:
+        return msgspec.json.decode(body, type=type_)
+    except msgspec.ValidationError as exc:
+        raise _field_error(str(exc)) from exc
+    except msgspec.DecodeError as exc:
+        raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
+
+
+def _field_error(text: str) -> InvalidRequest:
+    """``Expected `int`, got `str` - at `$.quota_usd``` -> a 400 whose message and ``param`` name
+    ``quota_usd``; unknown and missing fields are named the same way."""
+    match = _AT_PATH.search(text)
+    where = match.group(1) if match else ""
+    detail = text[: match.start()] if match else text
+    unknown = re.match(r"Object contains unknown field `(.+)`", detail)
+    missing = re.match(r"Object missing required field `(.+)`", detail)
+    if unknown or missing:
+        field = (unknown or missing).group(1)  # type: ignore[union-attr]
+        where = f"{where}.{field}" if where else field
+        detail = "unknown field" if unknown else "this field is required"
+    if not where:
+        return InvalidRequest(f"Invalid request body: {detail[:1].lower()}{detail[1:]}")
+    return InvalidRequest(f"Invalid value for `{where}`: {detail[:1].lower()}{detail[1:]}", param=where)
+
+
+def handle_unexpected(request: Request, exc: BaseException, family: str) -> Response:
+    """The answer to an exception that is not a GatewayError: the first ``gateway_handle_exception``
+    implementation that answers (the built-in one, trylast, always does)."""
+    gateway: Gateway | None = getattr(request.app.state, "gateway", None)
+    response: Response | None = None
+    if gateway is not None:
+        response = gateway.plugins.hook.gateway_handle_exception(request=request, exc=exc, family=family)
+    if response is None:  # no gateway (bare app in a unit test): still no stack trace
+        from gateway.default_hooks import gateway_handle_exception
+
+        response = gateway_handle_exception(request=request, exc=exc, family=family)
+    return response
+
+
+def endpoint(family: str) -> Callable[[Handler], Handler]:
+    """Wrap a handler so that it always answers in ``family``'s envelope: a GatewayError becomes
+    its status and code, anything else a 500 through ``gateway_handle_exception``."""
+
+    def wrap(handler: Handler) -> Handler:
+        @functools.wraps(handler)
+        async def wrapped(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except GatewayError as err:
+                return error_response(family, err, request)
+            except Exception as exc:  # the one place unexpected errors are answered
+                return handle_unexpected(request, exc, family)
+
+        return wrapped
+
+    return wrap

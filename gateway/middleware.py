@@ -1,0 +1,252 @@
+"""Cross-cutting concerns as pure ASGI middleware (no BaseHTTPMiddleware: it buffers and copies).
+
+Order, outermost first (``middleware_stack``)::
+
+    RequestIdMiddleware     every response gets X-Service-Request-Id, whatever produced it
+    AccessLogMiddleware     one JSON line per request, after it ended
+    ErrorGuardMiddleware    an exception no route handled -> the family's envelope, never a trace
+    BodyLimitMiddleware     413 request_too_large, from Content-Length or by counting the stream
+
+Each class is stateless per request: everything it needs is given at construction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Sequence
+
+import orjson
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.config import Config, LimitsConfig
+from gateway.errors import GatewayError, RequestTooLarge
+from gateway.http import (
+    REQUEST_ID_HEADER,
+    error_response,
+    family_for_path,
+    handle_unexpected,
+    new_request_id,
+)
+from gateway.keys import Network, client_ip_from, parse_networks
+
+access_log = logging.getLogger("gateway.access")
+
+_REQUEST_ID_HEADER = REQUEST_ID_HEADER.lower().encode("latin-1")
+# Multipart bodies carry boundaries and the other form fields besides the file itself.
+MULTIPART_SLACK = 1024 * 1024
+TRANSCRIPTION_PATH = "/v1/audio/transcriptions"
+VIDEO_SUBMIT_PATH = "/videoa/v1/videos/generations"
+
+
+class RequestIdMiddleware:
+    """Makes ``req_<32 hex>``, stores it in ``scope["state"]["request_id"]`` and adds the header
+    to the response start, so that errors from any layer below carry it too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rid = new_request_id()
+        scope.setdefault("state", {})["request_id"] = rid
+        header = (_REQUEST_ID_HEADER, rid.encode("ascii"))
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), header]
+            await send(message)
+
+        await self.app(scope, receive, send_with_id)
+
+
+# Any query parameter whose name ends in "key" (key=, api_key=, ...) is a credential.
+_SECRET_PARAM = re.compile(r"(^|&)([^&=]*key)=[^&]*", re.IGNORECASE)
+
+
+def redact_query(query: str) -> str:
+    return _SECRET_PARAM.sub(r"\1\2=REDACTED", query)
+
+
+def loggable_path(scope: Scope) -> str:
+    """The path and query of a request with credentials in the query removed."""
+    query = scope.get("query_string", b"").decode("latin-1")
+    return f"{scope['path']}?{redact_query(query)}" if query else scope["path"]
+
+
+class AccessLogMiddleware:
+    """One structured line per request: method, path (credentials redacted), status, duration,
+    request id and client IP. Written after the response ended, so it never delays it."""
+
+    def __init__(self, app: ASGIApp, trusted_proxies: Sequence[Network] = ()) -> None:
+        self.app = app
+        self.trusted = tuple(trusted_proxies)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not access_log.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        except asyncio.CancelledError:
+            status = status or 499  # the client went away before an answer (nginx's convention)
+            raise
+        except BaseException:
+            status = status or 500
+            raise
+        finally:
+            access_log.info(orjson.dumps({
+                "method": scope["method"],
+                "path": loggable_path(scope),
+                "status": status or 499,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                "request_id": scope.get("state", {}).get("request_id"),
+                "client_ip": self._client_ip(scope),
+            }).decode())
+
+    def _client_ip(self, scope: Scope) -> str:
+        client = scope.get("client")
+        peer = client[0] if client else None
+        forwarded = None
+        if self.trusted:
+            for name, value in scope["headers"]:
+                if name == b"x-forwarded-for":
+                    forwarded = value.decode("latin-1")
+        return client_ip_from(peer, forwarded, self.trusted)
+
+
+class ErrorGuardMiddleware:
+    """The last line of defence: an exception that escaped every route and exception handler is
+    answered in the envelope of the path's family (through ``gateway_handle_exception`` for
+    anything that is not a GatewayError). Once a response has started nothing can be sent
+    instead, so the exception goes on to the server, which closes the connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        response_started = False
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal response_started
+            if message["type"] == "http.response.start":
+                response_started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, guarded_send)
+        except Exception as exc:
+            if response_started:
+                raise
+            family = family_for_path(scope["path"])
+            if isinstance(exc, GatewayError):
+                response = error_response(family, exc)
+            else:
+                response = handle_unexpected(Request(scope, receive), exc, family)
+            await response(scope, receive, send)
+
+
+def body_limit_for(path: str, limits: LimitsConfig) -> int:
+    if path == TRANSCRIPTION_PATH:
+        return limits.transcription_bytes + MULTIPART_SLACK
+    if path == VIDEO_SUBMIT_PATH:
+        return limits.video_submit_bytes
+    return limits.json_body_bytes
+
+
+class BodyLimitMiddleware:
+    """413 ``request_too_large``: at once when Content-Length is over the path's limit, otherwise
+    by counting the body as it is received (chunked uploads) and raising RequestTooLarge from
+    ``receive``, which the route's ``endpoint`` wrapper (or ErrorGuard) turns into the envelope."""
+
+    def __init__(self, app: ASGIApp, limits: LimitsConfig) -> None:
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = body_limit_for(scope["path"], self.limits)
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            response = error_response(family_for_path(scope["path"]), _too_large(limit))
+            response.headers["connection"] = "close"  # the body is never read: end the connection
+            await response(scope, receive, send)
+            await _discard_rest(receive)
+            return
+        if declared is not None:  # the server holds the body to its Content-Length
+            await self.app(scope, receive, send)
+            return
+        received = 0
+
+        async def counting_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise _too_large(limit)
+            return message
+
+        async def closing_send(message: Message) -> None:
+            # Once over the limit the rest of the upload is never read: close after the answer.
+            if message["type"] == "http.response.start" and received > limit:
+                message["headers"] = [*message.get("headers", ()), (b"connection", b"close")]
+            await send(message)
+
+        await self.app(scope, counting_receive, closing_send)
+        if received > limit:
+            await _discard_rest(receive)
+
+
+async def _discard_rest(receive: Receive) -> None:
+    """Consume what the server queued of a refused body until it reports the end or the
+    disconnect (prompt: the answer said ``Connection: close``). Hypercorn's per-request queue is
+    bounded and its reader waits for room, so an app that stops reading would leave the
+    connection's task hanging until the graceful-shutdown timeout."""
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return
+
+
+def _too_large(limit: int) -> RequestTooLarge:
+    return RequestTooLarge(f"The request body is larger than the limit of {limit} bytes for this endpoint.")
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def middleware_stack(config: Config) -> list[Middleware]:
+    """The middleware of ``create_app``, outermost first."""
+    stack = [Middleware(RequestIdMiddleware)]
+    if config.logging.access_log:
+        stack.append(Middleware(AccessLogMiddleware, trusted_proxies=parse_networks(config.trusted_proxies)))
+    stack += [Middleware(ErrorGuardMiddleware), Middleware(BodyLimitMiddleware, limits=config.limits)]
+    return stack

@@ -1,0 +1,146 @@
+"""``GET /metrics`` in the Prometheus text format, fed by ``gateway_request_finished``.
+
+Series (one set per worker process; Prometheus sums them when each worker is scraped, or use one
+worker per scrape target):
+
+* ``gateway_requests_total{route, model, status, outcome}``
+* ``gateway_request_duration_seconds{route, model}`` (histogram)
+* ``gateway_upstream_errors_total{upstream, outcome}``: upstream failures and cut streams
+* ``gateway_tokens_total{model, kind}``: prompt / completion tokens served
+
+The state lives in ``gateway.extensions["metrics"]``, made at start-up: nothing module-global.
+Model labels are limited to the catalogue's ids (anything else is ``other``), so a client cannot
+grow the series without bound by inventing model names.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import defaultdict
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.catalogue import Catalogue
+from gateway.context import Gateway
+from gateway.hookspecs import hookimpl
+from gateway.http import endpoint, get_gateway
+from gateway.records import RequestLog
+
+EXTENSION = "metrics"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+UPSTREAM_FAILURES = frozenset({"upstream_error", "upstream_cut"})
+MAX_ROUTES = 200  # distinct route labels kept; later ones are counted as "other"
+# ``/v1beta/models/sim-gemini:generateContent`` -> ``/v1beta/models/{model}:generateContent``
+_MODEL_IN_PATH = re.compile(r"^(/v1beta|/v1)/models/[^/:]+")
+
+
+class _Histogram:
+    __slots__ = ("buckets", "count", "total")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(BUCKETS_S) + 1)  # the last one is +Inf
+        self.count = 0
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.buckets[bisect.bisect_left(BUCKETS_S, seconds)] += 1
+        self.count += 1
+        self.total += seconds
+
+
+class Metrics:
+    """Counters of one app; ``observe`` is O(1) and never blocks the Meter that calls it."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self._catalogue = catalogue
+        self.requests: defaultdict[tuple[str, str, str, str], int] = defaultdict(int)
+        self.latency: defaultdict[tuple[str, str], _Histogram] = defaultdict(_Histogram)
+        self.upstream_errors: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.tokens: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self._routes: set[str] = set()
+
+    def _route(self, path: str) -> str:
+        """The route label: the model taken out of the path (it has its own label), and a bound
+        on how many there can be (task ids in paths would otherwise grow the series forever)."""
+        route = _MODEL_IN_PATH.sub(r"\1/models/{model}", path)
+        if route not in self._routes:
+            if len(self._routes) >= MAX_ROUTES:
+                return "other"
+            self._routes.add(route)
+        return route
+
+    def observe(self, log: RequestLog) -> None:
+        model = log.model if self._catalogue.model(log.model) is not None else "other"
+        route = self._route(log.route)
+        self.requests[(route, model, str(log.status), log.outcome)] += 1
+        self.latency[(route, model)].observe(log.use_time_ms / 1000)
+        if log.outcome in UPSTREAM_FAILURES:
+            self.upstream_errors[(log.upstream or "none", log.outcome)] += 1
+        if log.prompt_tokens:
+            self.tokens[(model, "prompt")] += log.prompt_tokens
+        if log.completion_tokens:
+            self.tokens[(model, "completion")] += log.completion_tokens
+
+    def render(self) -> str:
+        out: list[str] = []
+        _family(out, "gateway_requests_total", "counter", "Metered requests by route/model/status/outcome.")
+        for (route, model, status, outcome), n in sorted(self.requests.items()):
+            labels = _labels(route=route, model=model, status=status, outcome=outcome)
+            out.append(f"gateway_requests_total{labels} {n}")
+        _family(out, "gateway_request_duration_seconds", "histogram", "Request duration by route and model.")
+        for (route, model), hist in sorted(self.latency.items()):
+            cumulative = 0
+            for bound, n in zip((*BUCKETS_S, "+Inf"), hist.buckets, strict=True):
+                cumulative += n
+                labels = _labels(route=route, model=model, le=str(bound))
+                out.append(f"gateway_request_duration_seconds_bucket{labels} {cumulative}")
+            labels = _labels(route=route, model=model)
+            out.append(f"gateway_request_duration_seconds_sum{labels} {hist.total:.6f}")
+            out.append(f"gateway_request_duration_seconds_count{labels} {hist.count}")
+        _family(out, "gateway_upstream_errors_total", "counter", "Upstream failures and cut streams.")
+        for (upstream, outcome), n in sorted(self.upstream_errors.items()):
+            out.append(f"gateway_upstream_errors_total{_labels(upstream=upstream, outcome=outcome)} {n}")
+        _family(out, "gateway_tokens_total", "counter", "Tokens served by model and kind.")
+        for (model, kind), n in sorted(self.tokens.items()):
+            out.append(f"gateway_tokens_total{_labels(model=model, kind=kind)} {n}")
+        return "\n".join(out) + "\n"
+
+
+def _family(out: list[str], name: str, kind: str, help_text: str) -> None:
+    out.append(f"# HELP {name} {help_text}")
+    out.append(f"# TYPE {name} {kind}")
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(**labels: str) -> str:
+    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
+
+
+@endpoint("chat")
+async def metrics_endpoint(request: Request) -> Response:
+    metrics: Metrics = get_gateway(request).extensions[EXTENSION]  # type: ignore[assignment]
+    return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+
+@hookimpl
+def gateway_startup(gateway: Gateway) -> None:
+    gateway.extensions[EXTENSION] = Metrics(gateway.catalogue)
+
+
+@hookimpl
+def gateway_request_finished(gateway: Gateway, log: RequestLog) -> None:
+    metrics = gateway.extensions.get(EXTENSION)
+    if isinstance(metrics, Metrics):
+        metrics.observe(log)
+
+
+@hookimpl
+def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
+    return [Route("/metrics", metrics_endpoint, methods=["GET"])]

@@ -1,0 +1,283 @@
+"""Fixtures shared by every test folder.
+
+* ``simulator`` (session): the upstream simulator in this process on an ephemeral port.
+* ``make_config`` (function): builds a test ``Config`` whose upstreams point at the simulator.
+* ``gateway_server`` (function): starts real gateways (hypercorn on a random loopback port, in the
+  test's event loop) and stops them after the test.
+* ``gw`` (function): a running gateway on the default test config with a user and an API key.
+
+All async fixtures run on the session event loop (see ``pyproject.toml``). Nothing sleeps except
+while polling for readiness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+import pytest
+import pytest_asyncio
+from multidict import CIMultiDictProxy
+from starlette.applications import Starlette
+
+from gateway.config import Config, parse_config
+from gateway.context import Gateway
+
+ADMIN_KEY = "admin-test-key"
+STARTUP_TIMEOUT_S = 10.0
+
+
+# --- the simulator -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SimulatorHandle:
+    port: int
+    base_url: str  # http://127.0.0.1:<port>, the origin upstream configs use
+
+
+@pytest_asyncio.fixture(scope="session")
+async def simulator() -> AsyncIterator[SimulatorHandle]:
+    """One in-process upstream simulator for the whole session (skips when not importable)."""
+    sim = pytest.importorskip("gateway.simulator")
+    runner = await sim.start_simulator("127.0.0.1", 0)
+    yield SimulatorHandle(runner.sim_port, f"http://127.0.0.1:{runner.sim_port}")
+    await runner.cleanup()
+
+
+# --- configs -------------------------------------------------------------------------------------
+
+DEFAULT_MODELS: list[dict[str, Any]] = [
+    {"id": "sim-chat", "owned_by": "simulator", "price": {"input_per_mtok": 0.5, "output_per_mtok": 1.5}},
+    {"id": "sim-claude", "owned_by": "simulator",
+     "price": {"input_per_mtok": 3, "output_per_mtok": 15, "cache_write_per_mtok": 3.75,
+               "cache_read_per_mtok": 0.3}},
+    {"id": "sim-gemini", "owned_by": "simulator", "price": {"input_per_mtok": 0.3, "output_per_mtok": 2.5}},
+    {"id": "sim-embed", "owned_by": "simulator", "price": {"input_per_mtok": 0.02}},
+    {"id": "sim-gemini-embed", "owned_by": "simulator", "price": {"input_per_mtok": 0.15}},
+]
+
+
+def default_upstreams(base_url: str, api_key: str = "sk-sim") -> list[dict[str, Any]]:
+    """The three upstreams of ``config/gateway.yaml``, pointed at ``base_url``."""
+    return [
+        {"name": "sim-openai", "protocol": "chat", "base_url": base_url, "api_key": api_key,
+         "models": ["sim-chat", "sim-embed"]},
+        {"name": "sim-anthropic", "protocol": "messages", "base_url": base_url, "api_key": api_key,
+         "models": ["sim-claude"]},
+        {"name": "sim-google", "protocol": "v1beta", "base_url": base_url, "api_key": api_key,
+         "models": ["sim-gemini", "sim-gemini-embed"]},
+    ]
+
+
+def base_config_dict(sim_base_url: str, db_path: Path) -> dict[str, Any]:
+    """The default test config as plain data (what a YAML file would hold)."""
+    return {
+        "database": f"sqlite:///{db_path}",
+        "admin_key": ADMIN_KEY,
+        "simulator": {"enabled": False},
+        "logging": {"access_log": True, "level": "INFO"},
+        "models": [dict(m) for m in DEFAULT_MODELS],
+        "upstreams": default_upstreams(sim_base_url),
+    }
+
+
+
+MakeConfig = Callable[..., Config]
+
+
+@pytest.fixture
+def make_config(tmp_path: Path, simulator: SimulatorHandle) -> MakeConfig:
+    """``make_config(**overrides, extra_models=[...], extra_upstreams=[...]) -> Config``.
+
+    Defaults: the five ``sim-*`` models and three upstreams of the default config pointed at the
+    session simulator, SQLite at ``tmp_path/gateway.db``, admin key ``"admin-test-key"``, the
+    simulator child disabled. ``overrides`` replace top-level keys wholesale with plain data
+    (``limits={"json_body_bytes": 1000}``); ``extra_*`` append to the defaults (e.g. a second chat
+    upstream ``{"name": "sim-openai-b", "protocol": "chat", "priority": 1, ...}`` for failover).
+    The result goes through ``parse_config``, so it is validated exactly like a file."""
+
+    def build(*, extra_models: Iterable[Mapping[str, Any]] = (),
+              extra_upstreams: Iterable[Mapping[str, Any]] = (), **overrides: Any) -> Config:
+        raw = base_config_dict(simulator.base_url, tmp_path / "gateway.db")
+        raw.update(overrides)
+        raw["models"] = [*raw["models"], *map(dict, extra_models)]
+        raw["upstreams"] = [*raw["upstreams"], *map(dict, extra_upstreams)]
+        return parse_config(orjson.dumps(raw).decode())  # JSON is YAML
+
+    return build
+
+
+# --- running gateways ----------------------------------------------------------------------------
+
+@dataclass
+class Reply:
+    """A fully read HTTP response."""
+
+    status: int
+    headers: CIMultiDictProxy[str]
+    body: bytes
+
+    def json(self) -> Any:
+        return orjson.loads(self.body)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode()
+
+
+@dataclass
+class GatewayHandle:
+    """A gateway served over real HTTP. ``gateway`` is the live Gateway object (storage, auth,
+    meter...) of the app; ``http`` a client session for the test's own calls."""
+
+    base_url: str
+    app: Starlette
+    http: aiohttp.ClientSession
+    _stop: Callable[[], Awaitable[None]]
+    # Set by the ``gw`` fixture only:
+    user: dict[str, Any] = field(default_factory=dict)
+    key_record: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gateway(self) -> Gateway:
+        return self.app.state.gateway
+
+    @property
+    def key(self) -> str:
+        """The full API key made by ``gw``."""
+        return self.key_record["key"]
+
+    @property
+    def user_token(self) -> str:
+        return self.user["user_token"]
+
+    async def request(self, method: str, path: str, *, json: Any = None, data: Any = None,
+                      headers: Mapping[str, str] | None = None, params: Mapping[str, str] | None = None,
+                      key: str | None = None) -> Reply:
+        """Any call; ``key`` adds ``Authorization: Bearer <key>``."""
+        all_headers = dict(headers or {})
+        if key is not None:
+            all_headers["Authorization"] = f"Bearer {key}"
+        body = orjson.dumps(json) if json is not None else data
+        if json is not None:
+            all_headers.setdefault("Content-Type", "application/json")
+        async with self.http.request(method, self.base_url + path, data=body, headers=all_headers,
+                                     params=params) as resp:
+            return Reply(resp.status, resp.headers, await resp.read())
+
+    async def admin(self, method: str, path: str, json: Any = None, *, admin_key: str = ADMIN_KEY) -> Reply:
+        """A call to the admin API with the test admin key."""
+        return await self.request(method, path, json=json, headers={"Authorization": f"Bearer {admin_key}"})
+
+    async def create_user(self, name: str = "u", quota_usd: float = 100,
+                          group: str = "default") -> dict[str, Any]:
+        """``POST /admin/users``; the answer includes ``user_token``."""
+        body = {"name": name, "quota_usd": quota_usd, "group": group}
+        reply = await self.admin("POST", "/admin/users", body)
+        assert reply.status == 201, reply.text
+        return reply.json()
+
+    async def create_key(self, user_id: int, **fields: Any) -> dict[str, Any]:
+        """``POST /admin/keys``; the answer includes the full ``key``."""
+        reply = await self.admin("POST", "/admin/keys", {"user_id": user_id, **fields})
+        assert reply.status == 201, reply.text
+        return reply.json()
+
+    async def stop(self) -> None:
+        """Graceful shutdown now (also done at teardown; a second call does nothing)."""
+        await self._stop()
+
+
+StartGateway = Callable[..., Awaitable[GatewayHandle]]
+
+
+async def serve_app(app: Starlette) -> tuple[int, Callable[[], Awaitable[None]]]:
+    """Serve ``app`` with hypercorn on 127.0.0.1:<random port> in this event loop; returns the
+    port (once the lifespan has started and the socket accepts) and an idempotent stop."""
+    from hypercorn.asyncio.run import worker_serve
+    from hypercorn.config import Config as HypercornConfig
+    from hypercorn.utils import wrap_app
+
+    hyper = HypercornConfig()
+    hyper.bind = ["127.0.0.1:0"]
+    hyper.accesslog = None
+    hyper.errorlog = logging.getLogger("hypercorn.error")  # propagate to pytest's capture
+    hyper.graceful_timeout = 5.0
+    # Bound here, before serving, so that the port is known without racing another process.
+    sockets = hyper.create_sockets()
+    port = sockets.insecure_sockets[0].getsockname()[1]
+    shutdown = asyncio.Event()
+    task = asyncio.create_task(worker_serve(wrap_app(app, hyper.wsgi_max_body_size, "asgi"), hyper,
+                                            sockets=sockets, shutdown_trigger=shutdown.wait))
+
+    async def stop() -> None:
+        shutdown.set()
+        await task
+
+    async with aiohttp.ClientSession() as probe:
+        deadline = asyncio.get_running_loop().time() + STARTUP_TIMEOUT_S
+        while True:
+            if task.done():
+                task.result()  # raises the start-up error
+                raise RuntimeError("the gateway stopped during start-up")
+            with contextlib.suppress(aiohttp.ClientError):
+                async with probe.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                    if resp.status == 200:
+                        break
+            if asyncio.get_running_loop().time() > deadline:
+                await stop()
+                raise TimeoutError("the gateway did not become healthy")
+            await asyncio.sleep(0.005)
+    return port, stop
+
+
+@pytest_asyncio.fixture
+async def gateway_server(make_config: MakeConfig) -> AsyncIterator[StartGateway]:
+    """``await gateway_server(config=None, *, extra_plugins=(), load_entrypoints=False)`` starts a
+    gateway (default: ``make_config()``) and returns its GatewayHandle; every gateway started is
+    stopped gracefully at teardown. Entry-point plugins are off unless asked for, so that whatever
+    is installed in the venv cannot change a test."""
+    from gateway.app import create_app
+
+    handles: list[GatewayHandle] = []
+
+    async def start(config: Config | None = None, *, extra_plugins: Iterable[object] = (),
+                    load_entrypoints: bool = False) -> GatewayHandle:
+        app = create_app(config or make_config(), extra_plugins=tuple(extra_plugins),
+                         load_entrypoints=load_entrypoints)
+        port, stop_server = await serve_app(app)
+        session = aiohttp.ClientSession()
+        stopped = False
+
+        async def stop() -> None:
+            nonlocal stopped
+            if not stopped:
+                stopped = True
+                await stop_server()
+                await session.close()
+
+        handle = GatewayHandle(f"http://127.0.0.1:{port}", app, session, stop)
+        handles.append(handle)
+        return handle
+
+    yield start
+    for handle in reversed(handles):
+        await handle.stop()
+
+
+@pytest_asyncio.fixture
+async def gw(gateway_server: StartGateway) -> GatewayHandle:
+    """A gateway on the default test config with user ``u`` ($100) and one unrestricted key:
+    ``gw.key`` (full API key), ``gw.user_token``, ``gw.user`` and ``gw.key_record`` (admin API
+    answers)."""
+    handle = await gateway_server()
+    handle.user = await handle.create_user("u", quota_usd=100)
+    handle.key_record = await handle.create_key(handle.user["id"], name="test")
+    return handle

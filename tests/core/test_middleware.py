@@ -1,0 +1,169 @@
+"""Request ids on every response, family envelopes for routing errors, body limits, access log,
+and the last-resort exception handling."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+import pytest_asyncio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.config import LimitsConfig
+from gateway.context import Gateway
+from gateway.hookspecs import hookimpl
+from gateway.http import endpoint, read_json_body, request_id
+from gateway.middleware import MULTIPART_SLACK, body_limit_for
+
+from .envelopes import assert_error
+
+
+class Boom:
+    """Routes that fail in the ways a buggy plugin could."""
+
+    @hookimpl
+    def gateway_routes(self, gateway: Gateway) -> list[BaseRoute]:
+        @endpoint("messages")
+        async def wrapped(request: Request) -> Response:
+            raise RuntimeError("secret internals sk-should-not-leak")
+
+        async def bare(request: Request) -> Response:  # not wrapped in endpoint: ErrorGuard answers
+            raise ZeroDivisionError("boom")
+
+        @endpoint("chat")
+        async def echo(request: Request) -> Response:
+            body = await read_json_body(request)
+            return JSONResponse({"bytes": len(body), "request_id": request_id(request)})
+
+        return [Route("/probe/messages-boom", wrapped, methods=["POST"]),
+                Route("/probe/bare", bare, methods=["GET"]),
+                Route("/echo", echo, methods=["POST"]),
+                Route("/v1/audio/transcriptions", echo, methods=["POST"])]
+
+
+@pytest_asyncio.fixture
+async def boom(gateway_server: Any, make_config: Any) -> Any:
+    config = make_config(limits={"json_body_bytes": 1000, "transcription_bytes": 2000})
+    return await gateway_server(config, extra_plugins=[Boom()])
+
+
+async def test_every_response_carries_a_request_id(boom: Any) -> None:
+    replies = [
+        await boom.request("GET", "/healthz"),
+        await boom.request("GET", "/metrics"),
+        await boom.request("GET", "/no/such/path"),
+        await boom.request("DELETE", "/healthz"),
+        await boom.request("POST", "/echo", data=b"x" * 2000),
+        await boom.request("POST", "/probe/messages-boom", json={}),
+        await boom.admin("GET", "/admin/users"),
+        await boom.request("GET", "/admin/users"),
+    ]
+    assert [r.status for r in replies] == [200, 200, 404, 405, 413, 500, 200, 401]
+    ids = [r.headers["X-Service-Request-Id"] for r in replies]
+    assert all(i.startswith("req_") and len(i) == 36 for i in ids)
+    assert len(set(ids)) == len(ids)
+
+
+async def test_healthz(boom: Any) -> None:
+    reply = await boom.request("GET", "/healthz")
+    assert reply.status == 200 and reply.json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(("method", "path", "family", "status", "code"), [
+    ("GET", "/v1/nothing", "chat", 404, "not_found"),
+    ("POST", "/v1/messages/nothing", "messages", 404, "not_found"),
+    ("GET", "/v1beta/nothing", "v1beta", 404, "not_found"),
+    ("POST", "/v1/models/sim-gemini:noSuchMethod", "v1beta", 404, "not_found"),
+    ("PUT", "/healthz", "chat", 405, "method_not_allowed"),
+    ("GET", "/probe/messages-boom", "chat", 405, "method_not_allowed"),
+    ("POST", "/admin/users/1", "chat", 405, "method_not_allowed"),
+])
+async def test_routing_errors_use_the_family_of_the_path(boom: Any, method: str, path: str, family: str,
+                                                         status: int, code: str) -> None:
+    reply = await boom.request(method, path)
+    assert_error(reply, family, status, code)
+    if status == 405:
+        assert reply.headers["Allow"]
+
+
+async def test_unexpected_error_is_a_500_without_internals(boom: Any,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR, logger="gateway.errors"):
+        reply = await boom.request("POST", "/probe/messages-boom", json={})
+    inner = assert_error(reply, "messages", 500, "internal_error")
+    assert "secret internals" not in reply.text and "RuntimeError" not in reply.text
+    assert reply.headers["X-Service-Request-Id"] in inner["message"]
+    logged = [r for r in caplog.records if r.name == "gateway.errors"]
+    assert logged and logged[0].exc_info is not None  # the trace is in the log, not the body
+
+    reply = await boom.request("GET", "/probe/bare")
+    assert_error(reply, "chat", 500, "internal_error")
+    assert "boom" not in reply.text
+
+
+async def test_handle_exception_hook_can_be_overridden(gateway_server: Any) -> None:
+    class Override(Boom):
+        @hookimpl
+        def gateway_handle_exception(self, request: Request, exc: BaseException, family: str) -> Response:
+            return JSONResponse({"custom": family, "kind": type(exc).__name__}, status_code=503)
+
+    handle = await gateway_server(extra_plugins=[Override()])
+    reply = await handle.request("POST", "/probe/messages-boom", json={})
+    assert reply.status == 503 and reply.json() == {"custom": "messages", "kind": "RuntimeError"}
+    assert reply.headers["X-Service-Request-Id"].startswith("req_")
+
+
+async def test_body_limit_by_content_length(boom: Any) -> None:
+    assert (await boom.request("POST", "/echo", data=b"x" * 1000)).json()["bytes"] == 1000
+    assert_error(await boom.request("POST", "/echo", data=b"x" * 1001), "chat", 413, "request_too_large")
+    # Refused from Content-Length alone, before routing, in the envelope of the path's family.
+    assert_error(await boom.request("POST", "/v1/messages", data=b"x" * 1001), "messages", 413,
+                 "request_too_large")
+    assert_error(await boom.request("POST", "/v1beta/models/sim-gemini:generateContent", data=b"x" * 1001),
+                 "v1beta", 413, "request_too_large")
+    # The transcription endpoint has its own limit (2000 here), plus 1 MB of multipart slack.
+    assert (await boom.request("POST", "/v1/audio/transcriptions", data=b"x" * 5000)).status == 200
+
+
+def test_limits_per_path() -> None:
+    limits = LimitsConfig(json_body_bytes=10, transcription_bytes=20, video_submit_bytes=30)
+    assert body_limit_for("/v1/chat/completions", limits) == 10
+    assert body_limit_for("/v1/audio/transcriptions", limits) == 20 + MULTIPART_SLACK
+    assert body_limit_for("/videoa/v1/videos/generations", limits) == 30
+    defaults = LimitsConfig()
+    assert (defaults.json_body_bytes, defaults.transcription_bytes, defaults.video_submit_bytes) == (
+        32 * 2**20, 25 * 2**20, 200 * 2**20)
+
+
+async def test_body_limit_counts_chunked_uploads(boom: Any) -> None:
+    async def chunks(total: int) -> AsyncIterator[bytes]:
+        for _ in range(total // 100):
+            yield b"y" * 100
+
+    ok = await boom.request("POST", "/echo", data=chunks(900))
+    assert ok.status == 200 and ok.json()["bytes"] == 900
+    assert_error(await boom.request("POST", "/echo", data=chunks(5000)), "chat", 413, "request_too_large")
+
+
+async def test_empty_json_body_is_400(boom: Any) -> None:
+    assert_error(await boom.request("POST", "/echo", data=b""), "chat", 400, "invalid_request")
+
+
+async def test_access_log_line(boom: Any, caplog: pytest.LogCaptureFixture) -> None:
+    secret = "sk-" + "q" * 40
+    with caplog.at_level(logging.INFO, logger="gateway.access"):
+        reply = await boom.request("GET", "/v1beta/nothing", params={"key": secret, "alt": "sse"},
+                                   headers={"x-goog-api-key": secret})
+    lines = [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "gateway.access"]
+    assert len(lines) == 1
+    line = lines[0]
+    assert line["method"] == "GET" and line["status"] == 404
+    assert line["path"] == "/v1beta/nothing?key=REDACTED&alt=sse"
+    assert line["request_id"] == reply.headers["X-Service-Request-Id"]
+    assert line["client_ip"] == "127.0.0.1" and line["duration_ms"] >= 0
+    assert all(secret not in r.getMessage() for r in caplog.records)

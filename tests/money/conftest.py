@@ -1,0 +1,42 @@
+"""Fixtures of the HTTP-level money tests (helpers in ``helpers.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import pytest_asyncio
+
+from gateway.storage.testing import create_database, drop_database, postgres_error, postgres_required
+
+from .helpers import Account, fault_config, new_account
+
+if TYPE_CHECKING:  # the root conftest is not importable as a module under pytest's import mode
+    from tests.conftest import GatewayHandle, MakeConfig, StartGateway
+
+
+@pytest_asyncio.fixture
+async def fault_gw(gateway_server: StartGateway, make_config: MakeConfig, simulator: Any) -> GatewayHandle:
+    """A gateway with the default models plus the fault models of ``helpers.FAULT_MODELS``."""
+    return await gateway_server(fault_config(make_config, simulator.base_url))
+
+
+@pytest_asyncio.fixture
+async def account(fault_gw: GatewayHandle) -> Account:
+    """A $100 user with one key without a ceiling, on ``fault_gw``."""
+    return await new_account(fault_gw)
+
+
+@pytest_asyncio.fixture
+async def fresh_pg_database() -> AsyncIterator[str]:
+    """DSN of a PostgreSQL database created for the test and dropped after it; skipped when no
+    server answers, unless ``CI=true`` (then it fails)."""
+    error = await postgres_error()
+    if error is not None:
+        if postgres_required():
+            pytest.fail(f"CI=true but PostgreSQL is unreachable: {error}")
+        pytest.skip(f"PostgreSQL is not reachable: {error}")
+    dsn = await create_database("gw_money")
+    yield dsn
+    await drop_database(dsn)
