@@ -1,0 +1,49 @@
+"""The family's two endpoints: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``.
+
+``count_tokens`` is answered offline with the gateway's token estimator (``gateway.tokens``): no
+upstream is called and nothing is charged. The figure is the estimator's deliberate
+over-estimate, not a vendor tokenizer's count. The caller must be allowed the model (401/403/404
+exactly as for ``/v1/messages``); ``max_tokens`` is not required there.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.http import endpoint, get_gateway, json_response, read_json_body
+from gateway.tokens import estimate_request_tokens
+from translators.messages import request as request_decoder
+from translators.messages.client import MessagesFrontend
+
+BETA_HEADERS = ("anthropic-beta", "vendorb-beta")
+
+
+def beta_header(request: Request) -> str | None:
+    """The client's beta tags (both header spellings, repeated headers joined by commas)."""
+    values = [v.strip() for name in BETA_HEADERS for v in request.headers.getlist(name) if v.strip()]
+    return ",".join(values) if values else None
+
+
+async def create_message(request: Request) -> Response:
+    from gateway.relay import serve_generate  # the pipeline imports the plugins, not the reverse
+
+    return await serve_generate(request, MessagesFrontend(beta_header(request)))
+
+
+@endpoint("messages")
+async def count_tokens(request: Request) -> Response:
+    gateway = get_gateway(request)
+    principal = await gateway.auth.authenticate(request, "messages")
+    body = await read_json_body(request)
+    canonical = request_decoder.decode(body, require_max_tokens=False)
+    gateway.catalogue.check(principal, canonical.model)
+    return json_response({"input_tokens": estimate_request_tokens(canonical)})
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/messages", create_message, methods=["POST"]),
+        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+    ]

@@ -1,0 +1,192 @@
+"""Upstream side, streamed: a message-protocol SSE byte stream (any chunking) -> canonical events.
+
+``SSEParser`` reassembles lines across chunks (``\\n`` or ``\\r\\n``) and yields one ``data`` payload
+per event; the event name line is redundant (every payload carries ``type``) and is ignored.
+
+Mapping, per upstream event:
+
+* ``message_start`` -> StreamStart (usage: input and cache tokens, canonical semantics);
+* ``content_block_start`` -> PartStart (text, thinking, tool_use -> tool_call, redacted_thinking);
+  blocks of other types (server tools, their results) are skipped with all their deltas, and the
+  canonical indexes stay dense;
+* ``content_block_delta`` -> TextDelta / ThinkingDelta (``thinking_delta`` and ``signature_delta``)
+  / ToolArgsDelta (``input_json_delta``); other delta types (citations) are skipped;
+* ``content_block_stop`` -> PartStop;
+* ``message_delta`` -> Finish (usage figures, cumulative, overwrite those of message_start);
+* ``message_stop`` -> UsageReport, and ``complete`` becomes true;
+* ``ping`` and unknown events are ignored; ``error`` ends the decoding without ``complete`` (so the
+  relay answers the client with an in-band error) and keeps the upstream's words in
+  ``error_message``. It does not raise: a stream that already started cannot fail over anyway.
+"""
+
+from __future__ import annotations
+
+import time
+
+from gateway.canonical import (
+    Finish,
+    PartStart,
+    PartStop,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolArgsDelta,
+    UsageReport,
+)
+from translators.messages import wire
+from translators.messages.mapping import merge_usage, stop_reason_in, usage_in
+
+_KINDS = {"text": "text", "thinking": "thinking", "tool_use": "tool_call",
+          "redacted_thinking": "redacted_thinking"}
+
+
+class SSEParser:
+    """Bytes in, complete ``data`` payloads out (one per event; multi-line data joined by ``\\n``)."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._data: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        buffer = self._tail + chunk if self._tail else chunk
+        lines = buffer.split(b"\n")
+        self._tail = lines.pop()
+        out: list[bytes] = []
+        for line in lines:
+            self._line(line.rstrip(b"\r"), out)
+        return out
+
+    def close(self) -> list[bytes]:
+        out: list[bytes] = []
+        if self._tail:
+            self._line(self._tail.rstrip(b"\r"), out)
+            self._tail = b""
+        self._line(b"", out)
+        return out
+
+    def _line(self, line: bytes, out: list[bytes]) -> None:
+        if not line:
+            if self._data:
+                out.append(b"\n".join(self._data))
+                self._data = []
+        elif line.startswith(b"data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+        # ``event:``, ``id:``, ``retry:`` and ``:`` comments carry nothing we need.
+
+
+class MessagesStreamDecoder:
+    def __init__(self) -> None:
+        self._parser = SSEParser()
+        self._complete = False
+        self._index: dict[int, int] = {}  # upstream block index -> canonical part index
+        self._usage = wire.UsageView()
+        self._usage_seen = False
+        self._reported = False
+        self.error_message: str | None = None  # set by an upstream ``error`` event
+
+    @property
+    def complete(self) -> bool:
+        return self._complete
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        return self._handle(self._parser.feed(chunk))
+
+    def close(self) -> list[StreamEvent]:
+        events = self._handle(self._parser.close())
+        if not self._reported and self._usage_seen:
+            # A cut stream still reports what it used so far (the relay decides what to bill).
+            events.append(self._report())
+        return events
+
+    def _handle(self, payloads: list[bytes]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for payload in payloads:
+            if self.error_message is not None or self._complete:
+                break
+            try:
+                event = wire.event_decoder.decode(payload)
+            except wire.DECODE_ERRORS:
+                continue  # not JSON (a proxy's keep-alive or garbage): nothing to relay
+            self._event(event, out)
+        return out
+
+    def _merge(self, view: wire.UsageView | None) -> None:
+        self._usage_seen = merge_usage(self._usage, view) or self._usage_seen
+
+    def _report(self) -> UsageReport:
+        self._reported = True
+        usage = usage_in(self._usage)
+        assert usage is not None
+        return UsageReport(usage=usage)
+
+    def _event(self, event: wire.StreamEventView, out: list[StreamEvent]) -> None:
+        kind = event.type
+        if kind == "content_block_delta":
+            self._block_delta(event, out)
+        elif kind == "content_block_start":
+            self._block_start(event, out)
+        elif kind == "content_block_stop":
+            if event.index in self._index:
+                out.append(PartStop(index=self._index[event.index]))
+        elif kind == "message_start":
+            message = event.message or wire.MessageResponse()
+            self._merge(message.usage)
+            out.append(StreamStart(id=message.id, model=message.model, created=int(time.time()),
+                                   usage=usage_in(message.usage)))
+        elif kind == "message_delta":
+            self._merge(event.usage)
+            delta = event.delta or wire.StreamDelta()
+            out.append(Finish(stop_reason=stop_reason_in(delta.stop_reason) or "end_turn",
+                              stop_sequence=delta.stop_sequence))
+        elif kind == "message_stop":
+            self._complete = True
+            out.append(self._report())
+        elif kind == "error":
+            error = event.error or wire.StreamError()
+            self.error_message = f"{error.type}: {error.message}" if error.message else error.type
+
+    def _block_start(self, event: wire.StreamEventView, out: list[StreamEvent]) -> None:
+        block, upstream_index = event.content_block, event.index
+        if block is None or upstream_index is None:
+            return
+        kind = _KINDS.get(block.type)
+        if kind is None:
+            return  # its deltas and stop find no canonical index and are skipped too
+        index = self._index[upstream_index] = len(self._index)
+        if kind == "tool_call":
+            out.append(PartStart(index=index, kind="tool_call", tool_call_id=block.id, tool_name=block.name))
+            # The protocol starts tool_use with ``input: {}`` and streams the JSON; a non-empty
+            # input here (some proxies send it whole) is the complete argument text.
+            given = bytes(block.input).strip()
+            if given not in (b"", b"{}", b"null"):
+                out.append(ToolArgsDelta(index=index, partial_json=given.decode()))
+        elif kind == "redacted_thinking":
+            out.append(PartStart(index=index, kind="redacted_thinking", data=block.data))
+        else:
+            out.append(PartStart(index=index, kind=kind))  # type: ignore[arg-type]
+            if kind == "text" and block.text:
+                out.append(TextDelta(index=index, text=block.text))
+            elif kind == "thinking" and (block.thinking or block.signature):
+                out.append(ThinkingDelta(index=index, text=block.thinking or "",
+                                         signature=block.signature or None))
+
+    def _block_delta(self, event: wire.StreamEventView, out: list[StreamEvent]) -> None:
+        delta = event.delta
+        index = self._index.get(event.index) if event.index is not None else None
+        if delta is None or index is None:
+            return
+        kind = delta.type
+        if kind == "text_delta":
+            if delta.text:
+                out.append(TextDelta(index=index, text=delta.text))
+        elif kind == "input_json_delta":
+            if delta.partial_json:
+                out.append(ToolArgsDelta(index=index, partial_json=delta.partial_json))
+        elif kind == "thinking_delta":
+            if delta.thinking:
+                out.append(ThinkingDelta(index=index, text=delta.thinking))
+        elif kind == "signature_delta":
+            if delta.signature:
+                out.append(ThinkingDelta(index=index, signature=delta.signature))
