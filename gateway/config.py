@@ -112,6 +112,15 @@ class LimitsConfig(_Section):
     video_submit_bytes: int = 200 * 1024 * 1024
 
 
+class MeteringConfig(_Section):
+    """How settlements are batched, and how fast a crashed process's reservations are released."""
+
+    batch_max: int = 256  # settlements committed in one transaction at most
+    flush_interval_s: float = 0.005  # the longest a settlement waits for its batch
+    heartbeat_s: float = 2.0  # each process says it is alive this often
+    stale_after_s: float = 10.0  # silent this long = crashed: its reservations are released
+
+
 class LoggingConfig(_Section):
     access_log: bool = True
     level: str = "INFO"
@@ -130,6 +139,7 @@ class Config(_Section, dict=True):
     upstreams: list[UpstreamConfig] = []
     routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
     limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
+    metering: MeteringConfig = msgspec.field(default_factory=MeteringConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     trusted_proxies: list[str] = []  # IPs/CIDRs whose X-Forwarded-For is believed
 
@@ -262,6 +272,11 @@ def _check_semantics(config: Config, errors: list[str]) -> None:
         errors.append("database: must start with sqlite:/// or postgresql://")
     if config.redis is not None and not config.redis.startswith(("redis://", "rediss://", "unix://")):
         errors.append("redis: must be a redis:// URL or null")
+    metering = config.metering
+    if metering.heartbeat_s <= 0 or metering.stale_after_s < 2 * metering.heartbeat_s:
+        errors.append("metering.stale_after_s: must be at least twice metering.heartbeat_s (both positive)")
+    if metering.batch_max < 1 or metering.flush_interval_s < 0:
+        errors.append("metering.batch_max: must be at least 1 (and flush_interval_s not negative)")
     if config.billing.rmb_per_usd <= 0:
         errors.append("billing.rmb_per_usd: must be positive")
 

@@ -123,7 +123,7 @@ def decode_body(body: bytes, type_: type[T]) -> T:
         return msgspec.json.decode(body, type=type_)
     except msgspec.ValidationError as exc:
         raise _field_error(str(exc)) from exc
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # bad UTF-8 inside a string is the latter
         raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
 
 

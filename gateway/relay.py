@@ -26,6 +26,7 @@ from gateway.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamHTTPError
 from gateway.http import error_response, get_gateway, read_json_body, request_id
+from gateway.records import Principal
 from gateway.relay_call import CallContext
 from gateway.relay_stream import open_stream
 from gateway.tokens import estimate_parts_tokens, estimate_request_tokens, estimate_text_tokens
@@ -35,9 +36,13 @@ from gateway.upstream.pool import Target, UpstreamFailure
 T = TypeVar("T")
 
 
-async def _admit(request: Request, family: str, model_id: str, stream: bool) -> CallContext:
+async def _authenticate(request: Request, family: str) -> Principal:
+    """Credentials come first: a caller without a valid key learns nothing about its body."""
+    return await get_gateway(request).auth.authenticate(request, family)
+
+
+def _admit(request: Request, principal: Principal, family: str, model_id: str, stream: bool) -> CallContext:
     gw = get_gateway(request)
-    principal = await gw.auth.authenticate(request, family)
     model = gw.catalogue.check(principal, model_id)
     return CallContext(gateway=gw, request_id=request_id(request), principal=principal, model=model,
                        route=request.url.path, family=family, is_stream=stream, started=time.perf_counter())
@@ -95,16 +100,17 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
     family = frontend.family
     ctx: CallContext | None = None
     try:
+        principal = await _authenticate(request, family)
         body = await read_json_body(request)
         view = frontend.peek(body, path_model, stream_hint)
-        ctx = await _admit(request, family, view.model, view.stream)
+        ctx = _admit(request, principal, family, view.model, view.stream)
         targets = _targets(ctx.gateway, view.model)
         canonical: ChatRequest | None = None
         if any(t.protocol != family for t in targets):
             canonical = frontend.decode_request(body, path_model, stream_hint)
         input_estimate = (estimate_request_tokens(canonical) if canonical is not None
                           else view.input_tokens_estimate)
-        await ctx.reserve(ctx.worst_case(input_estimate, view.max_tokens))
+        await ctx.reserve(ctx.worst_case(input_estimate, view.max_tokens, view.candidates))
         if view.stream:
             return await open_stream(ctx, frontend, view, body, canonical, targets, path_model, stream_hint)
         return await _generate_once(ctx, frontend, view, body, canonical, targets, path_model, stream_hint)
@@ -170,9 +176,10 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
     family = frontend.family
     ctx: CallContext | None = None
     try:
+        principal = await _authenticate(request, family)
         body = await read_json_body(request)
         embed = frontend.decode_embedding_request(body, path_model)
-        ctx = await _admit(request, family, embed.model, False)
+        ctx = _admit(request, principal, family, embed.model, False)
         targets = _targets(ctx.gateway, embed.model)
         input_estimate = sum(estimate_text_tokens(text) for text in embed.inputs)
         if embed.token_inputs:

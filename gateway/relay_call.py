@@ -49,9 +49,10 @@ class CallContext:
     def ratio(self) -> Fraction:
         return self.gateway.catalogue.ratio(self.principal.user.group)
 
-    def worst_case(self, input_tokens: int, max_tokens: int | None) -> int:
+    def worst_case(self, input_tokens: int, max_tokens: int | None, candidates: int = 1) -> int:
+        """Each of ``candidates`` answers (``n``, ``candidateCount``) may run to the output ceiling."""
         ceiling = max_tokens if max_tokens is not None else self.model.max_output_tokens
-        return worst_case_cost(self.prices, input_tokens, ceiling, self.ratio)
+        return worst_case_cost(self.prices, input_tokens, ceiling * max(candidates, 1), self.ratio)
 
     async def reserve(self, amount_nano: int) -> None:
         self.reservation = await self.gateway.meter.reserve(self.request_id, self.principal, amount_nano)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Protocol
 
 import aiohttp
+import msgspec
 from starlette.types import Receive, Scope, Send
 
 from gateway.canonical import (
@@ -32,6 +34,8 @@ from gateway.relay_call import CallContext
 from gateway.tokens import estimate_request_tokens, estimate_text_tokens
 from gateway.translation import Frontend, RequestView
 from gateway.upstream.pool import Target, UpstreamFailure
+
+log = logging.getLogger("gateway.relay")
 
 
 class _Transform(Protocol):
@@ -274,6 +278,11 @@ class StreamRelay:
                 if out:
                     await send({"type": "http.response.body", "body": out, "more_body": True})
         except (aiohttp.ClientError, TimeoutError):
+            broken = True
+        except (GatewayError, ValueError, msgspec.MsgspecError):
+            # An upstream answer its translator cannot read: the stream is as good as cut.
+            log.warning("unreadable upstream stream from %s (request %s)", self._ctx.upstream,
+                        self._ctx.request_id, exc_info=True)
             broken = True
         tail = transform.close()
         if broken or not transform.complete:

@@ -36,6 +36,7 @@ class RequestView(msgspec.Struct):
     max_tokens: int | None = None
     input_tokens_estimate: int = 0  # an over- rather than under-estimate: it sizes the reservation
     stream_usage: bool = False  # the client asked for usage in its stream
+    candidates: int = 1  # answers asked for (``n``, ``candidateCount``): each may use max_tokens
 
 
 class UpstreamCall(msgspec.Struct):

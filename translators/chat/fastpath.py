@@ -39,12 +39,11 @@ def peek_request(body: bytes, path_model: str | None) -> RequestView:
         raise InvalidRequest("You must provide a model parameter: `model` is missing.", param="model")
     stream = bool(view.stream)
     max_tokens = view.max_completion_tokens if view.max_completion_tokens is not None else view.max_tokens
-    copies = max(view.n or 1, view.best_of or 1)
-    if max_tokens is not None and copies > 1:
-        max_tokens *= copies  # every candidate (best_of: every generated one) is billed
+    copies = max(view.n or 1, view.best_of or 1)  # best_of: every generated candidate is billed
     stream_usage = stream and view.stream_options is not None and bool(view.stream_options.include_usage)
     return RequestView(model=model, stream=stream, max_tokens=max_tokens,
-                       input_tokens_estimate=estimate_body_tokens(body), stream_usage=stream_usage)
+                       input_tokens_estimate=estimate_body_tokens(body), stream_usage=stream_usage,
+                       candidates=copies)
 
 
 def forward_body(body: bytes, view: RequestView, upstream_model: str) -> bytes:

@@ -53,10 +53,9 @@ class V1betaFrontend:
         if max_tokens is not None and max_tokens < 1:
             raise InvalidRequest("`generationConfig.maxOutputTokens` must be a positive integer.",
                                  param="generationConfig.maxOutputTokens")
-        if max_tokens is not None and n is not None and n > 1:
-            max_tokens *= n  # every candidate may use the whole budget
         return RequestView(model=model, stream=stream_hint, max_tokens=max_tokens,
-                           input_tokens_estimate=estimate_body_tokens(body), stream_usage=True)
+                           input_tokens_estimate=estimate_body_tokens(body), stream_usage=True,
+                           candidates=n or 1)
 
     def decode_request(self, body: bytes, path_model: str | None, stream_hint: bool) -> ChatRequest:
         return decode_generate_request(body, path_model, stream_hint)

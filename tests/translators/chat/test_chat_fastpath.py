@@ -32,7 +32,8 @@ def test_peek_reads_only_what_metering_needs() -> None:
     assert view.model == "public" and view.stream and view.stream_usage
     assert view.max_tokens == 20
     assert view.input_tokens_estimate > 0
-    assert ChatFrontend().peek(body(n=3, max_tokens=10), None, False).max_tokens == 30  # every choice
+    several = ChatFrontend().peek(body(n=3, max_tokens=10), None, False)
+    assert (several.max_tokens, several.candidates) == (10, 3)  # every choice may use max_tokens
     plain = ChatFrontend().peek(body(), None, False)
     assert not plain.stream and not plain.stream_usage and plain.max_tokens is None
 
@@ -98,7 +99,7 @@ def test_legacy_completions_use_their_own_path() -> None:
     raw = orjson.dumps({"model": "public", "prompt": ["a", "b"], "best_of": 2, "max_tokens": 5})
     frontend = CompletionsFrontend()
     view = frontend.peek(raw, None, False)
-    assert view.max_tokens == 10  # best_of candidates are generated and billed
+    assert view.max_tokens == 5 and view.candidates == 2  # best_of candidates are generated and billed
     call = frontend.fast_request(raw, view, "public")
     assert call.path == "/v1/completions" and call.body is raw
 

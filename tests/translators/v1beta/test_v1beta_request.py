@@ -281,7 +281,7 @@ def test_peek() -> None:
     body = sample("request_full.json")
     view = V1betaFrontend().peek(body, "models/gem", True)
     assert view.model == "gem" and view.stream and view.stream_usage
-    assert view.max_tokens == 512 * 2  # every candidate may use the whole budget
+    assert view.max_tokens == 512 and view.candidates == 2  # every candidate may use the whole budget
     assert view.input_tokens_estimate > 0
     snake = V1betaFrontend().peek(sample("request_snake.json"), "gem", False)
     assert snake.max_tokens == 64 and not snake.stream
