@@ -288,15 +288,23 @@ async def _log_middleware(request: web.Request, handler: Callable[..., Any]) -> 
             body = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             body = None
-        request.app[LOG_KEY].append(
-            {
-                "method": request.method,
-                "path": request.path,
-                "query": dict(request.query),
-                "headers": {k.lower(): v for k, v in request.headers.items()},
-                "body_json_or_null": body,
-            }
-        )
+        entry: dict[str, Any] = {
+            "method": request.method,
+            "path": request.path,
+            "query": dict(request.query),
+            "headers": {k.lower(): v for k, v in request.headers.items()},
+            "body_json_or_null": body,
+            "outcome": "in_progress",
+        }
+        request.app[LOG_KEY].append(entry)
+        # ``outcome`` lets tests see that a gateway hung up on a stream (the handler is cancelled).
+        try:
+            response = await handler(request)
+        except (asyncio.CancelledError, ConnectionResetError):
+            entry["outcome"] = "cancelled"
+            raise
+        entry["outcome"] = "completed"
+        return response
     return await handler(request)
 
 
