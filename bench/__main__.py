@@ -3,7 +3,10 @@ one run, printed as one table.
 
 Columns: throughput (req/s), p50/p99 latency (ms), added latency (gateway p50 minus direct p50),
 gateway CPU microseconds per request (from /proc, the gateway process's own accounting), and for
-streams time to first token and per-chunk overhead. Peak RSS of the gateway is printed at the end.
+streams the p50 time to first token both ways and the per-chunk overhead: the gateway's CPU time per
+relayed SSE event, and the latency it adds per event after the first (p50 of the time from first to
+last event, gateway minus direct, divided by the events). Peak RSS of the gateway is printed at the
+end. The simulator streams with ``BENCH_TOKEN_MS`` (default 1 ms) between tokens, like a fast model.
 
 Environment knobs: BENCH_N1 (requests at concurrency 1, default 300), BENCH_N64 (at 64, default
 3000), BENCH_TOKENS (output tokens per answer, default 32).
@@ -37,7 +40,7 @@ class Workload:
 
 
 def _workloads(tokens: int) -> list[Workload]:
-    prompt = f"Write about gateways. sim:tokens={tokens}"
+    prompt = f"Write about gateways. sim:tokens={tokens}"  # the simulator's directive: exact length
     chat = {"model": "sim-chat", "messages": [{"role": "user", "content": prompt}]}
     messages = {"model": "sim-claude", "max_tokens": 1024, "messages": [{"role": "user", "content": prompt}]}
     return [
@@ -80,17 +83,17 @@ def _row(name: str, conc: int, direct: load.Result, via: load.Result, cpu_us: fl
              f"{direct.pct(0.99) * 1000:>7.2f}", f"{via.pct(0.99) * 1000:>7.2f}", f"{added:>7.2f}",
              f"{cpu_us:>7.0f}"]
     if stream:
-        chunks = max(via.mean_chunks, 1.0)
-        per_chunk = ((via.mean() - via.mean("ttft")) - (direct.mean() - direct.mean("ttft"))) / chunks
+        events = max(via.mean_chunks, 1.0)
+        tail_added = via.pct(0.5, "tail") - direct.pct(0.5, "tail")
         cells += [f"{direct.pct(0.5, 'ttft') * 1000:>7.2f}", f"{via.pct(0.5, 'ttft') * 1000:>7.2f}",
-                  f"{per_chunk * 1e6:>8.1f}"]
+                  f"{cpu_us / events:>8.1f}", f"{tail_added / events * 1e6:>8.1f}"]
     errors = direct.errors + via.errors
     return " ".join(cells) + (f"  ({errors} errors)" if errors else "")
 
 
 HEADER = (f"{'workload':<34} {'conc':>4} {'rps dir':>8} {'rps gw':>8} {'p50 dir':>7} {'p50 gw':>7} "
           f"{'p99 dir':>7} {'p99 gw':>7} {'added':>7} {'cpu us':>7} {'ttft d':>7} {'ttft gw':>7} "
-          f"{'chunk us':>8}")
+          f"{'cpu/evt':>8} {'lat/evt':>8}")
 
 
 async def main() -> int:
@@ -100,14 +103,14 @@ async def main() -> int:
     sim_port, gw_port = procs.free_port(), procs.free_port()
     with tempfile.TemporaryDirectory() as tmp:
         config = procs.write_config(Path(tmp), gw_port, sim_port, ADMIN_KEY)
-        simulator = procs.start_simulator(sim_port)
+        simulator = procs.start_simulator(sim_port, float(os.environ.get("BENCH_TOKEN_MS", "1")))
         gateway = procs.start_gateway(config, gw_port)
         try:
             gw_base = f"http://127.0.0.1:{gw_port}"
             sim_base = f"http://127.0.0.1:{sim_port}"
             key = await _make_key(gw_base)
             print("latencies in ms; 'added' = gateway p50 - direct p50; cpu us = gateway CPU per request;")
-            print("chunk us = added time per stream chunk after the first\n")
+            print("cpu/evt, lat/evt = gateway CPU and added latency per relayed stream event, in us\n")
             print(HEADER)
             for work in _workloads(tokens):
                 direct_body = orjson.dumps({**work.body, "model": work.direct_model})

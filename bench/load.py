@@ -17,6 +17,11 @@ class Sample:
     ttft: float | None = None
     chunks: int = 0
 
+    @property
+    def tail(self) -> float | None:
+        """Time from the first chunk to the end of a stream."""
+        return None if self.ttft is None else self.latency - self.ttft
+
 
 @dataclass
 class Result:
@@ -54,12 +59,12 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes, headers: d
             await response.read()
             return Sample(time.perf_counter() - start)
         ttft = None
-        chunks = 0
-        async for _ in response.content.iter_any():
+        events = 0
+        async for data in response.content.iter_any():
             if ttft is None:
                 ttft = time.perf_counter() - start
-            chunks += 1
-        return Sample(time.perf_counter() - start, ttft, chunks)
+            events += data.count(b"data:")  # SSE events, however the bytes were chunked
+        return Sample(time.perf_counter() - start, ttft, events)
 
 
 async def run(url: str, body: bytes, headers: dict[str, str], *, concurrency: int, total: int,

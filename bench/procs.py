@@ -45,8 +45,9 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def start_simulator(port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "simulator", "--port", str(port)],
+def start_simulator(port: int, token_ms: float) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen([sys.executable, "-m", "gateway", "simulator", "--port", str(port),
+                             "--token-ms", str(token_ms)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_listening(port, proc)
     return proc

@@ -1,10 +1,14 @@
-"""SQLite backend (aiosqlite).
+"""SQLite backend.
 
-Connections: one writer connection, through which every write transaction goes one at a time
-(an ``asyncio.Lock`` plus ``BEGIN IMMEDIATE``, which also serialises against other processes
-sharing the file, with a busy timeout), and one reader connection for reads, which WAL mode lets
-run beside the writer. aiosqlite runs each connection in its own thread, so the event loop never
-blocks on the database.
+Writes: one writer connection in one dedicated thread. A whole write transaction (``BEGIN
+IMMEDIATE`` ... ``COMMIT``, which also serialises against other processes sharing the file, with a
+busy timeout) runs inside that thread in a single hop from the event loop: the shared transaction
+functions of ``sql_money``/``sql_common`` are coroutines whose only awaits are ``Tx`` calls, and the
+thread's ``Tx`` answers them without suspending, so the thread drives each function to its end at
+once. (Statement by statement through aiosqlite, a reservation or a batch of settlements cost a
+dozen thread hand-offs; this is the hot path of every metered call.)
+
+Reads: an aiosqlite connection beside the writer, which WAL mode lets run concurrently.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=NORMAL`` by default. A committed transaction
 survives a crash of the process (kill -9) but the last few may be lost if the machine itself loses
@@ -18,7 +22,8 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -34,6 +39,8 @@ _BUSY_RETRIES = 5
 
 
 class _Tx:
+    """Statements through aiosqlite (the reader): each one a hop to its thread."""
+
     def __init__(self, conn: aiosqlite.Connection) -> None:
         self._conn = conn
 
@@ -48,6 +55,33 @@ class _Tx:
         return list(await self._conn.execute_fetchall(sql, args))
 
 
+class _ThreadTx:
+    """Statements on the writer connection, called from inside its thread: these coroutines
+    finish without ever suspending."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return self._conn.execute(sql, args).rowcount
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)
+
+    async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        return self._conn.execute(sql, args).fetchall()
+
+
+def _run_to_end(coro: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never suspends (its awaits are all ``_ThreadTx`` calls)."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a write transaction awaited something other than its database calls")
+
+
 class SqliteStorage(SqlStorage):
     dialect = SQLITE
 
@@ -58,40 +92,61 @@ class SqliteStorage(SqlStorage):
         self.path = path
         self._synchronous = synchronous.upper()
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer: aiosqlite.Connection | None = None
+        self._writer: sqlite3.Connection | None = None
+        self._thread: ThreadPoolExecutor | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._write_lock = asyncio.Lock()
+        self._write_lock = asyncio.Lock()  # orders writes with the in-memory snapshot reads
         self._snapshot_lock = asyncio.Lock()
 
-    async def _connect(self) -> aiosqlite.Connection:
+    def _pragmas(self) -> list[str]:
+        return [f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}", "PRAGMA journal_mode = WAL",
+                f"PRAGMA synchronous = {self._synchronous}"]
+
+    def _connect_writer(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        for pragma in self._pragmas():
+            conn.execute(pragma)
+        return conn
+
+    async def _connect_reader(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)
         conn.row_factory = sqlite3.Row
-        await conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        await conn.execute("PRAGMA journal_mode = WAL")
-        await conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+        for pragma in self._pragmas():
+            await conn.execute(pragma)
         return conn
+
+    async def _in_thread(self, fn: Callable[[], T]) -> T:
+        assert self._thread is not None, "storage is not open"
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn)
 
     async def open(self) -> None:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._writer = await self._connect()
-        # An in-memory database exists only inside its one connection.
-        self._reader = self._writer if self.path == ":memory:" else await self._connect()
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite-writer")
+        self._writer = await self._in_thread(self._connect_writer)
+        # An in-memory database exists only inside its one connection: reads go through the writer.
+        self._reader = None if self.path == ":memory:" else await self._connect_reader()
         await self._migrate()
 
     async def close(self) -> None:
         await self._reserves.close()
-        for conn in {id(c): c for c in (self._reader, self._writer) if c is not None}.values():
-            await conn.close()
-        self._writer = self._reader = None
+        if self._reader is not None:
+            await self._reader.close()
+        if self._writer is not None:
+            await self._in_thread(self._writer.close)
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
+        self._writer = self._reader = self._thread = None
 
     # --- transactions ----------------------------------------------------------------------------
-    async def _transaction(self, fn: Callable[[m.Tx], Awaitable[T]]) -> T:
-        """One transaction on the writer connection; the caller holds ``_write_lock``."""
-        assert self._writer is not None, "storage is not open"
+    def _transaction(self, fn: Callable[[m.Tx], Awaitable[T]]) -> T:
+        """One whole transaction, inside the writer thread."""
+        conn = self._writer
+        assert conn is not None, "storage is not open"
         for attempt in range(_BUSY_RETRIES):
             try:
-                await self._writer.execute("BEGIN IMMEDIATE")
+                conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:  # busy beyond the timeout: another process
                 if "locked" not in str(exc) or attempt == _BUSY_RETRIES - 1:
                     raise
@@ -99,29 +154,31 @@ class SqliteStorage(SqlStorage):
                 continue
             break
         try:
-            result = await fn(_Tx(self._writer))
-            await self._writer.execute("COMMIT")
+            result = _run_to_end(fn(_ThreadTx(conn)))  # type: ignore[arg-type]
+            conn.execute("COMMIT")
         except BaseException:
-            if self._writer.in_transaction:
-                await self._writer.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         return result
 
     async def _write(self, fn: Callable[[m.Tx], Awaitable[T]]) -> T:
         async with self._write_lock:
-            return await self._transaction(fn)
+            return await self._in_thread(lambda: self._transaction(fn))
 
     @contextlib.asynccontextmanager
     async def _read(self) -> AsyncIterator[m.Tx]:
-        assert self._reader is not None, "storage is not open"
+        if self._reader is None:  # in-memory
+            async with self._snapshot() as tx:
+                yield tx
+            return
         yield _Tx(self._reader)
 
     @contextlib.asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[m.Tx]:
-        assert self._reader is not None, "storage is not open"
-        if self._reader is self._writer:  # in-memory: reads go through the write lock
+        if self._reader is None:  # in-memory: reads run in the writer thread, between writes
             async with self._write_lock:
-                yield _Tx(self._reader)
+                yield _WriterReads(self)
             return
         async with self._snapshot_lock:
             await self._reader.execute("BEGIN")
@@ -129,3 +186,23 @@ class SqliteStorage(SqlStorage):
                 yield _Tx(self._reader)
             finally:
                 await self._reader.execute("COMMIT")
+
+
+class _WriterReads:
+    """Reads of an in-memory database: each statement a hop to the writer thread."""
+
+    def __init__(self, storage: SqliteStorage) -> None:
+        self._storage = storage
+
+    def _conn(self) -> sqlite3.Connection:
+        assert self._storage._writer is not None, "storage is not open"
+        return self._storage._writer
+
+    async def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return await self._storage._in_thread(lambda: self._conn().execute(sql, args).rowcount)
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        await self._storage._in_thread(lambda: self._conn().executemany(sql, rows))
+
+    async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        return await self._storage._in_thread(lambda: self._conn().execute(sql, args).fetchall())
