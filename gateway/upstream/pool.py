@@ -117,8 +117,10 @@ class UpstreamPool:
 
     async def open(self, target: Target, call: UpstreamCall, request_id: str) -> aiohttp.ClientResponse:
         """Send one request and wait for the response headers (first byte), within the upstream's
-        connect and first-byte timeouts. Retryable failures raise UpstreamFailure; a 2xx or
-        non-retryable 4xx response is returned open (the caller releases it)."""
+        connect and first-byte timeouts. Retryable failures raise UpstreamFailure: connection
+        errors, timeouts, 429, 5xx, and 401 (the upstream refuses the gateway's own credential: an
+        operator's problem, never relayed, since vendors echo parts of the key in that message).
+        A 2xx or other 4xx response is returned open (the caller releases it)."""
         if self._session is None:
             raise UpstreamError("The upstream client is not started.")
         upstream = target.upstream
@@ -139,7 +141,7 @@ class UpstreamPool:
             raise UpstreamFailure(upstream.name, "timed out before the first byte") from exc
         except aiohttp.ClientError as exc:
             raise UpstreamFailure(upstream.name, f"connection failed ({type(exc).__name__})") from exc
-        if response.status == 429 or response.status >= 500:
+        if response.status in (401, 429) or response.status >= 500:
             status = response.status
             try:
                 await response.read()

@@ -219,3 +219,22 @@ async def test_models_listing_follows_the_key_allowlist(gw: Any) -> None:
 
     everything = openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.key, max_retries=0)
     assert len([m async for m in everything.models.list()]) == 5
+
+
+async def test_upstream_refusing_our_key_fails_over_and_is_never_relayed(
+        gateway_server: Any, make_config: Any, simulator: Any) -> None:
+    """An upstream 401 is the operator's problem (a wrong upstream key): the next upstream serves the
+    call, and when none can, the client gets 502, never the upstream's words about its key."""
+    base = simulator.base_url
+    handle, client, sink = await _start(
+        gateway_server, make_config,
+        [_upstream("ha-badkey", base, "sk-sim-fail401", 0), _upstream("ha-good", base, "sk-sim", 1)])
+    await client.chat.completions.create(model="ha-chat", messages=_ask())
+    await _flush(handle)
+    assert (sink.logs[-1].upstream, sink.logs[-1].attempts) == ("ha-good", 2)
+
+    bad_only = [_upstream("ha-badkey", base, "sk-sim-fail401")]
+    _, bad_client, _ = await _start(gateway_server, make_config, bad_only)
+    with pytest.raises(openai.APIStatusError) as caught:
+        await bad_client.chat.completions.create(model="ha-chat", messages=_ask())
+    assert caught.value.status_code == 502 and "sk-sim" not in str(caught.value.body)
