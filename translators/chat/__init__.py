@@ -31,17 +31,10 @@ if TYPE_CHECKING:
 
 @hookimpl
 def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
+    from translators.chat import models_routes
     from translators.chat.routes import routes
 
-    found = routes()
-    try:
-        from translators.chat import models_routes
-    except ModuleNotFoundError as exc:
-        if exc.name != "translators.chat.models_routes":
-            raise
-    else:
-        found.extend(models_routes.routes())
-    return found
+    return [*routes(), *models_routes.routes()]
 
 
 @hookimpl
