@@ -43,7 +43,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gateway.auth")
 
-REDIS_CHANNEL = "gateway:auth-changed"
+REDIS_CHANNEL = "gateway:auth-changed"  # suffixed with the Redis db: one deployment per db
+
+
+def redis_channel(redis_url: str) -> str:
+    """Pub/sub ignores the db number, so deployments sharing one Redis server on different dbs
+    would otherwise empty each other's caches."""
+    from urllib.parse import urlsplit
+
+    db = urlsplit(redis_url).path.strip("/") or "0"
+    return f"{REDIS_CHANNEL}:{db}"
 _VERSION_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -101,7 +110,11 @@ class Authenticator:
         self._version = await self.storage.auth_version()
         self._tasks.append(asyncio.create_task(self._poll_version(), name="auth-version-poll"))
         if self.redis_url:
-            self._tasks.append(asyncio.create_task(self._listen_redis(), name="auth-redis-listen"))
+            # Subscribed before start returns: a change published right after start is not missed.
+            subscribed = asyncio.get_running_loop().create_future()
+            self._tasks.append(asyncio.create_task(self._listen_redis(subscribed), name="auth-redis-listen"))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(subscribed), 3.0)  # else: polling covers
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -236,21 +249,25 @@ class Authenticator:
         try:
             if self._publisher is None:
                 self._publisher = aioredis.from_url(self.redis_url, socket_connect_timeout=2)
-            await self._publisher.publish(REDIS_CHANNEL, str(self._version))
+            await self._publisher.publish(redis_channel(self.redis_url), str(self._version))
         except (RedisError, OSError):
             # Other processes still see the bumped version within one poll interval.
             log.warning("could not publish the auth change on Redis", exc_info=True)
 
-    async def _listen_redis(self) -> None:
+    async def _listen_redis(self, subscribed: asyncio.Future[None]) -> None:
         import redis.asyncio as aioredis
         from redis.exceptions import RedisError
 
+        assert self.redis_url is not None
+        channel = redis_channel(self.redis_url)
         delay = 1.0
         while True:
             client = aioredis.from_url(self.redis_url, socket_connect_timeout=2)
             pubsub = client.pubsub()
             try:
-                await pubsub.subscribe(REDIS_CHANNEL)
+                await pubsub.subscribe(channel)
+                if not subscribed.done():
+                    subscribed.set_result(None)
                 delay = 1.0
                 async for message in pubsub.listen():
                     if message.get("type") == "message":

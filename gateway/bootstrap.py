@@ -46,8 +46,8 @@ async def bootstrap(config: Config) -> DemoCredentials | None:
     """Migrate; then the demo credentials if this call created them, else None (users exist)."""
     storage = await open_database(config)
     try:
-        if await storage.count_users() > 0:
-            return None
+        if not await storage.claim_first_start():
+            return None  # users exist, or another replica starting at the same time made them
 
         async def bump() -> None:
             await storage.bump_auth_version()

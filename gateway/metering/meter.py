@@ -30,7 +30,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-from gateway.errors import InsufficientQuota
+from gateway.errors import InsufficientQuota, InvalidApiKey
 from gateway.metering.writer import BatchWriter
 from gateway.money import nano_to_usd
 from gateway.records import Principal, RequestLog
@@ -122,6 +122,11 @@ class Meter:
             self._writer.put(Settlement(reservation, 0))  # it may have committed all the same
             raise
         if not ok:
+            # The key itself may be gone or disabled (another process changed it and this one's
+            # auth cache has not heard yet): say so rather than blame the quota.
+            key = await self.storage.get_key(principal.key.id)
+            if key is None or not key.enabled:
+                raise InvalidApiKey("This API key is disabled." if key else "Incorrect API key provided.")
             raise InsufficientQuota(
                 f"Insufficient quota: this request may cost up to ${nano_to_usd(amount_nano):.6f}, more than "
                 "the API key's remaining quota or the account balance.")

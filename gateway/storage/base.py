@@ -126,6 +126,11 @@ class Storage(ABC):
     async def count_users(self) -> int: ...
 
     @abstractmethod
+    async def claim_first_start(self) -> bool:
+        """True for exactly one caller ever, and only while the database has no users: the
+        process that then makes the demo user (several replicas may start at once)."""
+
+    @abstractmethod
     async def topup(self, user_id: int, amount_nano: int, request_id: str) -> UserRecord | None: ...
 
     # --- keys ------------------------------------------------------------------------------------

@@ -329,6 +329,12 @@ class SqlStorage(Storage):
             (key_id, float(start_ts), float(end_ts)))
         return [DailyCost(day=r["day"], model=r["model"], cost_nano=r["cost"]) for r in rows]
 
+    async def claim_first_start(self) -> bool:
+        # The primary key makes this one-winner even for concurrent transactions on PostgreSQL.
+        return bool(await self._write(lambda tx: tx.execute(
+            "INSERT INTO meta (name, value) SELECT 'first_start', 1 "
+            "WHERE NOT EXISTS (SELECT 1 FROM users) ON CONFLICT (name) DO NOTHING")))
+
     # --- change notification --------------------------------------------------------------------
     async def auth_version(self) -> int:
         return (await self._fetch_one("SELECT value FROM meta WHERE name = 'auth_version'"))["value"]

@@ -48,6 +48,8 @@ def test_open_storage_urls(tmp_path) -> None:
 # --- users and keys ----------------------------------------------------------------------------------
 async def test_users(storage: Storage) -> None:
     assert await storage.count_users() == 0
+    assert await storage.claim_first_start() is True
+    assert await storage.claim_first_start() is False  # once ever
     user = await storage.create_user("alice", "vip", 5_000, "hash-a", "req-1")
     assert (user.name, user.group, user.balance_nano, user.used_nano) == ("alice", "vip", 5_000, 0)
     assert await storage.get_user(user.id) == user
