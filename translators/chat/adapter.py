@@ -64,7 +64,9 @@ class ChatAdapter:
     # --- generation --------------------------------------------------------------------------------
 
     def build_request(self, request: ChatRequest, upstream_model: str) -> UpstreamCall:
-        body = orjson.dumps(build_body(request, upstream_model))
+        # msgspec, not orjson: a client's integers may be wider than 64 bits (a tool schema's
+        # ``maximum``, a v1beta ``seed``); the upstream, not the encoder, is to judge them.
+        body = msgspec.json.encode(build_body(request, upstream_model))
         return UpstreamCall(path="/v1/chat/completions", body=body)
 
     def decode_response(self, body: bytes, request: ChatRequest) -> ChatResponse:
@@ -92,7 +94,7 @@ class ChatAdapter:
             body["dimensions"] = request.dimensions
         if request.user is not None:
             body["user"] = request.user
-        return UpstreamCall(path="/v1/embeddings", body=orjson.dumps(body))
+        return UpstreamCall(path="/v1/embeddings", body=msgspec.json.encode(body))  # see build_request
 
     def decode_embedding_response(self, body: bytes, request: EmbeddingRequest) -> EmbeddingResponse:
         try:

@@ -134,7 +134,10 @@ class ChatEmbeddingFrontend:
                                upstream_model: str) -> UpstreamCall:
         self._aliased = upstream_model != request.model
         if self._aliased:
-            obj = orjson.loads(body)  # decoded once already: valid JSON
+            try:
+                obj = orjson.loads(body)
+            except orjson.JSONDecodeError as exc:  # decoded once, but unknown fields were only skipped
+                raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
             obj["model"] = upstream_model
             body = orjson.dumps(obj)
         return UpstreamCall(path=self.upstream_path, body=body)

@@ -38,11 +38,23 @@ def decode(decoder: msgspec.json.Decoder[T], body: bytes) -> T:
         return decoder.decode(body)
     except msgspec.MsgspecError as exc:
         raise field_error(exc) from exc
+    except UnicodeDecodeError as exc:  # invalid UTF-8 inside a string: msgspec does not wrap it
+        raise InvalidRequest("The request body is not valid UTF-8 JSON.") from exc
+    except RecursionError as exc:  # msgspec's depth limit
+        raise InvalidRequest("The request body is not valid JSON: it is nested too deeply.") from exc
 
 
 def unknown_fields(top: dict[str, msgspec.Raw], known: frozenset[str]) -> dict[str, Any]:
     """The top-level fields a translator does not map, decoded, for ``ChatRequest.extra``."""
-    return {key: msgspec.json.decode(raw) for key, raw in top.items() if key not in known}
+    extra: dict[str, Any] = {}
+    for key, raw in top.items():
+        if key not in known:
+            try:
+                extra[key] = msgspec.json.decode(raw)
+            except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # only skipped by the decoders above
+                raise InvalidRequest(f"Invalid value for `{key}`: it is not valid UTF-8 JSON ({exc}).",
+                                     param=key) from exc
+    return extra
 
 
 def require(condition: bool, message: str, param: str) -> None:

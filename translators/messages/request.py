@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any, TypeVar
 
-import orjson
+import msgspec
 
 from gateway.canonical import (
     CacheControl,
@@ -164,10 +164,13 @@ def decode(body: bytes, beta: str | None = None, *, require_max_tokens: bool = T
     extra: dict[str, Any] = {}
     unmapped = {k: v for k, v in wire.fields_decoder.decode(body).items() if k not in wire.MAPPED_FIELDS}
     if unmapped:
-        try:
-            extra[FIELDS_EXTRA] = {k: wire.any_decoder.decode(v) for k, v in unmapped.items()}
-        except UnicodeDecodeError as exc:  # skipped above, so first checked here
-            raise InvalidRequest("The request body is not valid UTF-8 JSON.") from exc
+        fields: dict[str, Any] = {}
+        for key, value in unmapped.items():
+            try:
+                fields[key] = wire.any_decoder.decode(value)
+            except wire.DECODE_ERRORS as exc:  # skipped above (UTF-8, number range), so first checked here
+                raise _bad(key, f"is not valid UTF-8 JSON ({exc}).") from exc
+        extra[FIELDS_EXTRA] = fields
     if beta:
         extra[BETA_EXTRA] = beta
     request.extra = extra
@@ -213,7 +216,8 @@ def _block(block: wire.ContentBlock, where: str, role: str, tool_names: dict[str
         if not isinstance(block.input, dict):
             raise _bad(f"{where}.input", "must be an object.")
         tool_names[block.id] = block.name
-        return ToolCallPart(id=block.id, name=block.name, arguments=orjson.dumps(block.input).decode())
+        # msgspec, not orjson: the input may hold integers wider than 64 bits.
+        return ToolCallPart(id=block.id, name=block.name, arguments=msgspec.json.encode(block.input).decode())
     if isinstance(block, wire.ToolResultBlock):
         if role != "user":
             raise _bad(f"{where}.type", "`tool_result` blocks belong in `user` messages.")

@@ -29,7 +29,7 @@ import re
 import time
 from typing import Any
 
-import orjson
+import msgspec
 
 from gateway.canonical import (
     Candidate,
@@ -250,7 +250,9 @@ class MessagesAdapter:
         beta = request.extra.get(BETA_EXTRA)
         if isinstance(beta, str) and beta:
             headers["anthropic-beta"] = beta
-        return UpstreamCall(path=MESSAGES_PATH, body=orjson.dumps(build_body(request, upstream_model)),
+        # msgspec, not orjson: a client's integers may be wider than 64 bits (a tool schema's
+        # ``maximum``, a v1beta ``topK``); the upstream, not the encoder, is to judge them.
+        return UpstreamCall(path=MESSAGES_PATH, body=msgspec.json.encode(build_body(request, upstream_model)),
                             headers=headers)
 
     def decode_response(self, body: bytes, request: ChatRequest) -> ChatResponse:
