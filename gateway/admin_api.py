@@ -26,7 +26,9 @@ from gateway.storage.base import KeyChanges, Storage
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 # USD amounts: a ceiling keeps nano-USD inside a signed 64-bit database integer.
 Usd = Annotated[float, msgspec.Meta(ge=0, le=1_000_000_000)]
-UnixTime = Annotated[int, msgspec.Meta(ge=0)]
+INT64_MAX = 2**63 - 1  # what the database columns hold; larger numbers are refused up front
+UnixTime = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+RowId = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]
 
 
 class UserCreate(msgspec.Struct, forbid_unknown_fields=True):
@@ -40,7 +42,7 @@ class TopUp(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class KeyCreate(msgspec.Struct, forbid_unknown_fields=True):
-    user_id: int
+    user_id: RowId
     name: Name = "default"
     quota_usd: Usd | None = None
     models: list[str] | None = None
@@ -185,7 +187,12 @@ def _ops(request: Request) -> AdminOps:
 
 
 def _path_id(request: Request) -> int:
-    return int(request.path_params["id"])
+    """The ``{id}`` of the path; one that cannot be a row id (not digits, beyond int64) names
+    nothing, so it is a 404 like any unknown id."""
+    raw = request.path_params["id"]
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 19 and 1 <= int(raw) <= INT64_MAX):
+        raise NotFound(f"No such id: {raw[:40]!r}.")
+    return int(raw)
 
 
 @endpoint("chat")
@@ -225,6 +232,8 @@ async def list_keys(request: Request) -> Response:
     raw = request.query_params.get("user_id")
     try:
         user_id = int(raw) if raw else None
+        if user_id is not None and not 0 <= user_id <= INT64_MAX:
+            raise ValueError(raw)
     except ValueError:
         raise InvalidRequest("Invalid value for `user_id`: expected an integer.", param="user_id") from None
     return json_response({"data": await ops.list_keys(user_id)})
@@ -252,11 +261,11 @@ def admin_routes() -> list[BaseRoute]:
     return [
         Route("/admin/users", create_user, methods=["POST"]),
         Route("/admin/users", list_users, methods=["GET"]),
-        Route("/admin/users/{id:int}", get_user, methods=["GET"]),
-        Route("/admin/users/{id:int}/topup", topup, methods=["POST"]),
+        Route("/admin/users/{id}", get_user, methods=["GET"]),
+        Route("/admin/users/{id}/topup", topup, methods=["POST"]),
         Route("/admin/keys", create_key, methods=["POST"]),
         Route("/admin/keys", list_keys, methods=["GET"]),
-        Route("/admin/keys/{id:int}", get_key, methods=["GET"]),
-        Route("/admin/keys/{id:int}", update_key, methods=["PATCH"]),
-        Route("/admin/keys/{id:int}", delete_key, methods=["DELETE"]),
+        Route("/admin/keys/{id}", get_key, methods=["GET"]),
+        Route("/admin/keys/{id}", update_key, methods=["PATCH"]),
+        Route("/admin/keys/{id}", delete_key, methods=["DELETE"]),
     ]

@@ -125,6 +125,8 @@ def decode_body(body: bytes, type_: type[T]) -> T:
         raise _field_error(str(exc)) from exc
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # bad UTF-8 inside a string is the latter
         raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidRequest("The request body is nested too deeply.") from exc
 
 
 def _field_error(text: str) -> InvalidRequest:

@@ -49,6 +49,7 @@ Outcome = Literal[
     "upstream_cut",  # upstream stream broke mid-way; charged what was generated
     "usage_estimated",  # served, the upstream reported no usage; charged an offline estimate
     "crash_released",  # in flight when the gateway died; reservation released at start
+    "gateway_error",  # an unexpected failure inside the gateway; no charge
 ]
 
 

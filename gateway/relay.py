@@ -54,6 +54,13 @@ def _fail(request: Request, family: str, ctx: CallContext | None, err: GatewayEr
     return error_response(family, err, request)
 
 
+def _crashed(ctx: CallContext | None) -> None:
+    """A bug, not a refusal: the call is still logged and its hold released (the exception goes on
+    to ``gateway_handle_exception``, which answers 500)."""
+    if ctx is not None:
+        ctx.finish(500, "gateway_error", error_code="internal_error")
+
+
 async def attempt(ctx: CallContext, targets: list[Target],
                   send: Callable[[Target], Awaitable[T]]) -> T:
     """Try ``send`` on the targets in order (wrapping around) for up to ``routing.max_attempts``
@@ -116,6 +123,9 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         return await _generate_once(ctx, frontend, view, body, canonical, targets, path_model, stream_hint)
     except GatewayError as err:
         return _fail(request, family, ctx, err)
+    except Exception:
+        _crashed(ctx)
+        raise
 
 
 def build_call(ctx: CallContext, frontend: Frontend, view: RequestView, body: bytes,
@@ -193,6 +203,9 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
         return await _embed_once(ctx, frontend, embed, body, targets, input_estimate)
     except GatewayError as err:
         return _fail(request, family, ctx, err)
+    except Exception:
+        _crashed(ctx)
+        raise
 
 
 async def _embed_once(ctx: CallContext, frontend: EmbeddingFrontend, embed: EmbeddingRequest, body: bytes,

@@ -219,11 +219,15 @@ async def open_stream(ctx: CallContext, frontend: Frontend, view: RequestView, b
 
     target, response, first = await attempt(ctx, targets, send)
     transform: _Transform
-    if target.protocol == frontend.family:
-        content_type = response.headers.get("Content-Type", "text/event-stream")
-        transform = _Fast(ctx, frontend, view, target, content_type, decode_request)
-    else:
-        transform = _Translate(ctx, frontend, target, decode_request())
+    try:
+        if target.protocol == frontend.family:
+            content_type = response.headers.get("Content-Type", "text/event-stream")
+            transform = _Fast(ctx, frontend, view, target, content_type, decode_request)
+        else:
+            transform = _Translate(ctx, frontend, target, decode_request())
+    except BaseException:
+        response.close()
+        raise
     return StreamRelay(ctx, response, first, transform)
 
 

@@ -36,6 +36,8 @@ from gateway.money import nano_to_usd
 from gateway.records import Principal, RequestLog
 from gateway.storage.base import Reservation, Settlement, Storage
 
+MAX_NANO = 2**63 - 1  # the largest amount a database column holds (about 9.2 billion USD)
+
 logger = logging.getLogger(__name__)
 
 
@@ -106,6 +108,9 @@ class Meter:
         ``InsufficientQuota``. The hold is committed when this returns."""
         if amount_nano < 0:
             raise ValueError("a reservation cannot be negative")
+        if amount_nano > MAX_NANO:  # e.g. max_tokens = 2**70: no balance can cover it
+            raise InsufficientQuota("Insufficient quota: this request may cost more than "
+                                    f"${nano_to_usd(MAX_NANO):.0f}.")
         reservation = Reservation(request_id=request_id, user_id=principal.user.id,
                                   key_id=principal.key.id, amount_nano=amount_nano,
                                   instance=self.instance_id)

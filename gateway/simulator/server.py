@@ -272,6 +272,11 @@ def endpoint(vendor: Vendor, handler: Handler, model_of: ModelOf = _body_model) 
             if ctx.resp is not None:
                 raise
             return ctx.error(400, str(exc))
+        except (TypeError, AttributeError, KeyError, ValueError, IndexError) as exc:
+            # A body of the wrong shape that the handler tripped over: a real API answers 400.
+            if ctx.resp is not None:
+                raise
+            return ctx.error(400, f"malformed request ({type(exc).__name__})")
         except StreamCut:
             ctx.abort()
             assert ctx.resp is not None
