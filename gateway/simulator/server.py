@@ -39,8 +39,6 @@ class SimulatorSettings:
 
 
 SETTINGS_KEY = web.AppKey("sim_settings", SimulatorSettings)
-LOG_KEY = web.AppKey("sim_log", collections.deque)
-LOG_SIZE = 200
 _OPT_RE = re.compile(r"^(fail|ttft|tok|cut)(\d+)$")
 
 
@@ -285,34 +283,6 @@ def endpoint(vendor: Vendor, handler: Handler, model_of: ModelOf = _body_model) 
     return wrapped
 
 
-@web.middleware
-async def _log_middleware(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
-    if not request.path.startswith("/_sim/"):
-        raw = await request.read() if request.body_exists else b""
-        try:
-            body = orjson.loads(raw) if raw else None
-        except orjson.JSONDecodeError:
-            body = None
-        entry: dict[str, Any] = {
-            "method": request.method,
-            "path": request.path,
-            "query": dict(request.query),
-            "headers": {k.lower(): v for k, v in request.headers.items()},
-            "body_json_or_null": body,
-            "outcome": "in_progress",
-        }
-        request.app[LOG_KEY].append(entry)
-        # ``outcome`` lets tests see that a gateway hung up on a stream (the handler is cancelled).
-        try:
-            response = await handler(request)
-        except (asyncio.CancelledError, ConnectionResetError):
-            entry["outcome"] = "cancelled"
-            raise
-        entry["outcome"] = "completed"
-        return response
-    return await handler(request)
-
-
 async def _mark_simulated(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["x-simulator"] = "true"
     if request.path.startswith("/v1/") and not request.path.startswith("/v1/models/"):
@@ -326,21 +296,12 @@ async def _healthz(_: web.Request) -> web.Response:
     return json_response({"status": "ok", "simulator": True})
 
 
-async def _log_get(request: web.Request) -> web.Response:
-    return json_response(list(request.app[LOG_KEY]))
-
-
-async def _log_delete(request: web.Request) -> web.Response:
-    request.app[LOG_KEY].clear()
-    return json_response({"cleared": True})
-
-
 def create_app(settings: SimulatorSettings | None = None) -> web.Application:
-    from gateway.simulator import anthropic_side, gemini_side, openai_side
+    from gateway.simulator import anthropic_side, gemini_side, openai_side, request_log
 
-    app = web.Application(middlewares=[_log_middleware], client_max_size=64 * 1024 * 1024)
+    app = web.Application(middlewares=[request_log.middleware], client_max_size=64 * 1024 * 1024)
     app[SETTINGS_KEY] = settings or SimulatorSettings()
-    app[LOG_KEY] = collections.deque(maxlen=LOG_SIZE)
+    app[request_log.LOG_KEY] = collections.deque(maxlen=request_log.LOG_SIZE)
     app.on_response_prepare.append(_mark_simulated)
     anthropic_models = endpoint("anthropic", anthropic_side.list_models)
     openai_models = endpoint("openai", openai_side.list_models)
@@ -363,8 +324,8 @@ def create_app(settings: SimulatorSettings | None = None) -> web.Application:
         return await retrieve["anthropic" if is_anthropic else "openai"](request)
 
     app.router.add_get("/healthz", _healthz)
-    app.router.add_get("/_sim/requests", _log_get)
-    app.router.add_delete("/_sim/requests", _log_delete)
+    app.router.add_get("/_sim/requests", request_log.list_requests)
+    app.router.add_delete("/_sim/requests", request_log.clear_requests)
     app.router.add_post("/v1/chat/completions", endpoint("openai", openai_side.chat_completions))
     app.router.add_post("/v1/completions", endpoint("openai", openai_side.completions))
     app.router.add_post("/v1/embeddings", endpoint("openai", openai_side.embeddings))
