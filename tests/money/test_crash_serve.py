@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
@@ -24,22 +22,18 @@ import pytest
 
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
+from tests.serving import free_port, serve_env, spawn, stop, wait_healthy
 
-ROOT = Path(__file__).resolve().parents[2]
 ADMIN = "admin-crash-test"
 STREAMS = 50
-START_TIMEOUT_S = 20.0
 SWEEP_TIMEOUT_S = 10.0  # stale_after_s (2) + a sweep period (1) + heartbeat period (0.5) + slack
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+
 
 
 def _write_config(tmp_path: Path, sim_url: str) -> tuple[Path, str, str]:
-    port = _free_port()
+    port = free_port()
     database = f"sqlite:///{tmp_path}/crash.db"
     config = {
         "listen": {"host": "127.0.0.1", "port": port},
@@ -59,39 +53,15 @@ def _write_config(tmp_path: Path, sim_url: str) -> tuple[Path, str, str]:
     return path, f"http://127.0.0.1:{port}", database
 
 
-def _env() -> dict[str, str]:
-    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
-
-
 async def _serve(config: Path, base_url: str, log_name: str) -> asyncio.subprocess.Process:
-    with (config.parent / log_name).open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", "serve", "--config", str(config),
-            stdout=log, stderr=asyncio.subprocess.STDOUT, cwd=config.parent, env=_env())
-    deadline = time.monotonic() + START_TIMEOUT_S
-    async with aiohttp.ClientSession() as session:
-        while True:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(base_url + "/healthz") as resp:
-                    if resp.status == 200:
-                        return proc
-            if proc.returncode is not None or time.monotonic() > deadline:
-                await _stop(proc)
-                log_text = (config.parent / log_name).read_text(errors="replace")
-                raise AssertionError(f"gateway serve did not start:\n{log_text[-3000:]}")
-            await asyncio.sleep(0.05)
-
-
-async def _stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+    log_path = config.parent / log_name
+    proc = await spawn(config, log_path)
+    try:
+        await wait_healthy(proc, base_url, log_path)
+    except AssertionError:
+        await stop(proc)
+        raise
+    return proc
 
 
 async def _with_storage(database: str) -> Storage:
@@ -137,7 +107,7 @@ async def test_sigkill_mid_stream_then_restart_releases_reservations(tmp_path: P
             await proc.wait()
             await asyncio.gather(*streams, return_exceptions=True)
     finally:
-        await _stop(proc, signal.SIGKILL)
+        await stop(proc, signal.SIGKILL)
 
     # The dead process left its holds behind, and the user's balance is short by them.
     storage = await _with_storage(database)
@@ -169,11 +139,11 @@ async def test_sigkill_mid_stream_then_restart_releases_reservations(tmp_path: P
         finally:
             await storage.close()
     finally:
-        await _stop(proc)
+        await stop(proc)
 
     audit = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "gateway", "audit", "--config", str(config),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path, env=_env())
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path, env=serve_env())
     output, _ = await asyncio.wait_for(audit.communicate(), 30)
     assert audit.returncode == 0, output.decode(errors="replace")
     storage = await _with_storage(database)

@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import secrets
 import signal
-import socket
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -46,16 +43,15 @@ from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.migrations import load_migrations
 from gateway.storage.testing import create_database, drop_database, postgres_error, postgres_required
+from tests.serving import free_port, spawn, stop, wait_healthy
 
 if TYPE_CHECKING:  # the root conftest is not importable as a module under pytest's import mode
     from tests.conftest import GatewayHandle, MakeConfig, StartGateway
 
 pytestmark = pytest.mark.postgres
 
-ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = "redis://127.0.0.1:6379/14"
 ADMIN_KEY = "admin-test-key"  # the conftest's
-START_TIMEOUT_S = 20.0
 METERING = {"heartbeat_s": 0.5, "stale_after_s": 2.0}
 
 
@@ -116,58 +112,12 @@ async def _opened(database: str) -> Storage:
 
 # --- subprocess replicas ------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
-
-def _env() -> dict[str, str]:
-    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": pythonpath}
 
 
 def _write_config(config: Config, path: Path) -> Path:
     path.write_bytes(msgspec.json.encode(config))  # JSON is YAML
     return path
-
-
-async def _spawn(config_path: Path, log_path: Path) -> asyncio.subprocess.Process:
-    with log_path.open("wb") as log:
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", "serve", "--config", str(config_path),
-            stdout=log, stderr=asyncio.subprocess.STDOUT, cwd=config_path.parent, env=_env())
-
-
-def _tail(log_path: Path, chars: int = 3000) -> str:
-    return log_path.read_text(errors="replace")[-chars:]
-
-
-async def _wait_healthy(proc: asyncio.subprocess.Process, base_url: str, log_path: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    async with aiohttp.ClientSession() as session:
-        while True:
-            with contextlib.suppress(aiohttp.ClientError):
-                async with session.get(base_url + "/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            if proc.returncode is not None or time.monotonic() > deadline:
-                raise AssertionError(f"gateway serve did not start (exit {proc.returncode}):\n"
-                                     f"{_tail(log_path)}")
-            await asyncio.sleep(0.02)
-
-
-async def _stop(proc: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> int:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode is not None
-    return proc.returncode
 
 
 # --- 1. key changes ---------------------------------------------------------------------------------
@@ -409,7 +359,7 @@ def _usage_of(stream: bytes) -> dict[str, Any]:
 async def test_survivor_releases_a_killed_replicas_reservations(
         pg_dsn: str, gateway_server: StartGateway, make_config: MakeConfig, simulator: Any,
         tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     config = make_config(
         database=pg_dsn, listen={"host": "127.0.0.1", "port": port}, metering=METERING,
         logging={"access_log": False, "level": "WARNING"},
@@ -424,10 +374,10 @@ async def test_survivor_releases_a_killed_replicas_reservations(
 
     log_path = tmp_path / "doomed.log"
     doomed_url = f"http://127.0.0.1:{port}"
-    proc = await _spawn(_write_config(config, tmp_path / "doomed.yaml"), log_path)
+    proc = await spawn(_write_config(config, tmp_path / "doomed.yaml"), log_path)
     storage = survivor.gateway.storage
     try:
-        await _wait_healthy(proc, doomed_url, log_path)
+        await wait_healthy(proc, doomed_url, log_path)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
             dead_q: asyncio.Queue[str] = asyncio.Queue()
             own_q: asyncio.Queue[str] = asyncio.Queue()
@@ -462,7 +412,7 @@ async def test_survivor_releases_a_killed_replicas_reservations(
             own_bodies = await asyncio.gather(*own_streams)
             own_done_after_s = time.monotonic() - killed_at
     finally:
-        await _stop(proc, signal.SIGKILL)
+        await stop(proc, signal.SIGKILL)
 
     for stream in own_bodies:
         assert _usage_of(stream)["completion_tokens"] == OWN_TOKENS
@@ -498,16 +448,16 @@ DEMO_BANNER = "First start: created the demo user"
 async def _start_two_at_once(make_config: MakeConfig, database: str, tmp_path: Path) -> dict[str, Any]:
     """Launch two ``gateway serve`` processes on ``database`` at the same moment, check that both
     serve, stop them (SIGTERM, exit 0); what was seen."""
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     paths = [_write_config(make_config(database=database, listen={"host": "127.0.0.1", "port": port},
                                        logging={"access_log": False, "level": "WARNING"}),
                            tmp_path / f"replica-{i}.yaml") for i, port in enumerate(ports)]
     logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
     started = time.monotonic()
-    procs = list(await asyncio.gather(*(_spawn(p, log) for p, log in zip(paths, logs, strict=True))))
+    procs = list(await asyncio.gather(*(spawn(p, log) for p, log in zip(paths, logs, strict=True))))
     try:
-        await asyncio.gather(*(_wait_healthy(proc, url, log)
+        await asyncio.gather(*(wait_healthy(proc, url, log)
                                for proc, url, log in zip(procs, urls, logs, strict=True)))
         up_s = time.monotonic() - started
         conn = await asyncpg.connect(database)
@@ -533,7 +483,7 @@ async def _start_two_at_once(make_config: MakeConfig, database: str, tmp_path: P
                                         headers={"Authorization": f"Bearer {key}"}) as resp:
                     assert resp.status == 200, await resp.text()
     finally:
-        codes = await asyncio.gather(*(_stop(proc) for proc in procs))
+        codes = await asyncio.gather(*(stop(proc) for proc in procs))
     texts = [log.read_text(errors="replace") for log in logs]
     assert codes == [0, 0], [text[-2000:] for text in texts]
     return {"up_s": up_s, "versions": sorted(versions), "demo_users": demo_users,
