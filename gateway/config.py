@@ -18,7 +18,6 @@ import msgspec
 import yaml
 
 TEXT_PROTOCOLS = ("chat", "messages", "v1beta")
-MEDIA_PROTOCOLS = ("imagetask", "videoa", "videos", "music")
 Protocol = Literal["chat", "messages", "v1beta", "responses", "audio", "imagetask", "videoa", "videos",
                    "music"]
 

@@ -38,6 +38,11 @@ def _ceil(value: Fraction) -> int:
     return -((-value.numerator) // value.denominator)
 
 
+def _ceil_per_mtok(per_mtok: int, ratio: Fraction) -> int:
+    """ceil(per_mtok / 1e6 * ratio) in integers only (no Fraction built on every call)."""
+    return -((-per_mtok * ratio.numerator) // (_MTOK * ratio.denominator))
+
+
 class TokenPrices(msgspec.Struct, frozen=True):
     """Nano-USD per million tokens of each kind."""
 
@@ -84,7 +89,7 @@ def usage_cost(prices: TokenPrices, usage: Usage, ratio: Fraction = Fraction(1))
                 + usage.cache_read_tokens * prices.cache_read
                 + plain_output * prices.output
                 + usage.reasoning_tokens * prices.reasoning)
-    return _ceil(Fraction(per_mtok, _MTOK) * ratio)
+    return _ceil_per_mtok(per_mtok, ratio)
 
 
 def worst_case_cost(prices: TokenPrices, input_tokens: int, max_output_tokens: int,
@@ -93,7 +98,7 @@ def worst_case_cost(prices: TokenPrices, input_tokens: int, max_output_tokens: i
     cache-write prices, every output token at the dearer of the output and reasoning prices."""
     per_mtok = (input_tokens * max(prices.input, prices.cache_write)
                 + max_output_tokens * max(prices.output, prices.reasoning))
-    return _ceil(Fraction(per_mtok, _MTOK) * ratio)
+    return _ceil_per_mtok(per_mtok, ratio)
 
 
 def unit_cost(unit_price: int, units: float | int, ratio: Fraction = Fraction(1)) -> int:

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
+from gateway.config import TEXT_PROTOCOLS
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamHTTPError
 from gateway.http import error_response, get_gateway, read_json_body, request_id
@@ -96,7 +97,7 @@ async def relay_error(gw: Gateway, target: Target, response: aiohttp.ClientRespo
 
 
 def _targets(gw: Gateway, model_id: str) -> list[Target]:
-    targets = gw.upstreams.targets(model_id, ("chat", "messages", "v1beta"))
+    targets = gw.upstreams.targets(model_id, TEXT_PROTOCOLS)
     if not targets:
         raise UpstreamError(f"No upstream serves the model `{model_id}`.")
     return targets

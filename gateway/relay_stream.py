@@ -137,11 +137,11 @@ class _Fast:
         self._view = view
         self._stream = frontend.fast_stream(view)
         self._decode_request = decode_request
-        self._relayed = bytearray()  # kept for an offline estimate should the usage never come
+        self._relayed: list[bytes] = []  # references, not copies: for an estimate should usage never come
         self.content_type = content_type
 
     def feed(self, chunk: bytes) -> bytes:
-        self._relayed += chunk
+        self._relayed.append(chunk)
         return self._stream.feed(chunk)
 
     def close(self) -> bytes:
@@ -158,7 +158,7 @@ class _Fast:
         watch = _UsageWatch(request, self._view.input_tokens_estimate)
         if reported is not None:
             watch.start_usage = reported
-        for event in [*decoder.feed(bytes(self._relayed)), *decoder.close()]:
+        for event in [*decoder.feed(b"".join(self._relayed)), *decoder.close()]:
             watch.see(event)
         return watch.usage() if watch.reported and watch.reported.output_tokens else watch.estimate()
 
