@@ -2,7 +2,7 @@
 
 Modules, one job each:
 
-* ``wire``: msgspec Structs of the wire format (client requests, what we write, upstream views);
+* ``wire``: msgspec Structs of what we read (client requests, upstream views); ``wire_out``: what we write;
 * ``request``: chat client body -> validated ``ChatRequest``; ``response``: ``ChatResponse`` ->
   ``chat.completion`` and canonical events -> ``chat.completion.chunk`` SSE;
 * ``frontend``: ``ChatFrontend`` (``/v1/chat/completions``); ``completions``: ``CompletionsFrontend``

@@ -32,15 +32,8 @@ from translators.chat.fastpath import OpenAIFastPath, peek_request, rough_reques
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
 from translators.chat.response import DONE, SSE_CONTENT_TYPE, sse_error, sse_event
 from translators.chat.validation import decode, require, stop_list, unknown_fields
-from translators.chat.wire import (
-    CompletionRequest,
-    OutTextChoice,
-    OutTextCompletion,
-    OutUsage,
-    completion_request_decoder,
-    encoder,
-    top_level_decoder,
-)
+from translators.chat.wire import CompletionRequest, completion_request_decoder, top_level_decoder
+from translators.chat.wire_out import OutTextChoice, OutTextCompletion, OutUsage, encoder
 
 KNOWN_FIELDS = frozenset(f.name for f in msgspec.structs.fields(CompletionRequest)) - {"echo", "best_of",
                                                                                       "logprobs"}

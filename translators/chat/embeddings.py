@@ -21,13 +21,8 @@ from gateway.errors import InvalidRequest
 from gateway.translation import UpstreamCall
 from translators.chat.fastpath import read_usage, replace_model
 from translators.chat.validation import decode, require
-from translators.chat.wire import (
-    OutEmbedding,
-    OutEmbeddingList,
-    OutEmbeddingUsage,
-    embeddings_request_decoder,
-    encoder,
-)
+from translators.chat.wire import embeddings_request_decoder
+from translators.chat.wire_out import OutEmbedding, OutEmbeddingList, OutEmbeddingUsage, encoder
 
 MAX_INPUTS = 2048
 ENCODING_FORMATS = ("float", "base64")

@@ -7,7 +7,8 @@ import secrets
 import time
 
 from gateway.canonical import StopReason, Usage
-from translators.chat.wire import OutCompletionDetails, OutPromptDetails, OutUsage, UsageWire
+from translators.chat.wire import UsageWire
+from translators.chat.wire_out import OutCompletionDetails, OutPromptDetails, OutUsage
 
 _FINISH_TO_WIRE: dict[str, str] = {
     "end_turn": "stop",

@@ -28,7 +28,7 @@ from gateway.canonical import (
 )
 from gateway.errors import native_type
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
-from translators.chat.wire import (
+from translators.chat.wire_out import (
     OutChoice,
     OutChunk,
     OutChunkChoice,

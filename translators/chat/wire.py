@@ -1,16 +1,14 @@
 """msgspec Structs of the chat-compatible (OpenAI) wire format.
 
-Three kinds of Structs live here:
+What the gateway reads (the Structs it writes are in ``wire_out``):
 
 * client requests (chat completions, legacy completions, embeddings), decoded in full. Unknown
   fields are tolerated (vendors add fields often); the decoders keep the ones they do not map in
   ``ChatRequest.extra``. Content parts and messages are tagged unions on ``type`` and ``role``.
-* what the gateway writes: responses and stream chunks (``omit_defaults`` where OpenAI leaves a
-  field out, plain fields where it writes ``null``).
 * lenient "view" Structs that read only what the gateway needs from an upstream answer, a stream
   chunk, or a request on the fast path.
 
-Decoders and the encoder are built once, at module level.
+The decoders are built once, at module level.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import msgspec
-from msgspec import UNSET, Meta, Raw, Struct, UnsetType
+from msgspec import Meta, Raw, Struct
 
 Temperature = Annotated[float, Meta(ge=0, le=2)]
 Probability = Annotated[float, Meta(ge=0, le=1)]
@@ -308,120 +306,6 @@ class ErrorView(Struct):
     message: str | None = None
 
 
-# --- what the gateway writes ------------------------------------------------------------------------
-# UNSET fields are left out of the JSON; ``None`` fields are written as null (as OpenAI does).
-
-
-class OutPromptDetails(Struct):
-    cached_tokens: int = 0
-
-
-class OutCompletionDetails(Struct):
-    reasoning_tokens: int = 0
-
-
-class OutUsage(Struct):
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    prompt_tokens_details: OutPromptDetails | UnsetType = UNSET
-    completion_tokens_details: OutCompletionDetails | UnsetType = UNSET
-
-
-class OutFunction(Struct):
-    name: str | UnsetType = UNSET
-    arguments: str | UnsetType = UNSET
-
-
-class OutToolCall(Struct, kw_only=True):
-    index: int | UnsetType = UNSET  # streamed deltas only
-    id: str | UnsetType = UNSET
-    type: str | UnsetType = UNSET
-    function: OutFunction
-
-
-class OutMessage(Struct, kw_only=True):
-    role: str = "assistant"
-    content: str | None
-    refusal: str | None = None
-    tool_calls: list[OutToolCall] | UnsetType = UNSET
-    reasoning_content: str | UnsetType = UNSET
-
-
-class OutChoice(Struct):
-    index: int
-    message: OutMessage
-    logprobs: None
-    finish_reason: str | None
-
-
-class OutCompletion(Struct, kw_only=True):
-    id: str
-    object: str = "chat.completion"
-    created: int
-    model: str
-    choices: list[OutChoice]
-    usage: OutUsage | UnsetType = UNSET
-
-
-class OutDelta(Struct):
-    role: str | UnsetType = UNSET
-    content: str | UnsetType = UNSET
-    reasoning_content: str | UnsetType = UNSET
-    tool_calls: list[OutToolCall] | UnsetType = UNSET
-
-
-class OutChunkChoice(Struct):
-    index: int
-    delta: OutDelta
-    logprobs: None
-    finish_reason: str | None
-
-
-class OutChunk(Struct, kw_only=True):
-    id: str
-    object: str = "chat.completion.chunk"
-    created: int
-    model: str
-    choices: list[OutChunkChoice]
-    # Absent unless the client asked for stream usage; then null on every chunk but the last.
-    usage: OutUsage | UnsetType | None = UNSET
-
-
-class OutTextChoice(Struct):
-    text: str
-    index: int
-    logprobs: None
-    finish_reason: str | None
-
-
-class OutTextCompletion(Struct, kw_only=True):
-    id: str
-    object: str = "text_completion"
-    created: int
-    model: str
-    choices: list[OutTextChoice]
-    usage: OutUsage | UnsetType | None = UNSET
-
-
-class OutEmbedding(Struct, kw_only=True):
-    object: str = "embedding"
-    index: int
-    embedding: list[float] | str
-
-
-class OutEmbeddingUsage(Struct):
-    prompt_tokens: int
-    total_tokens: int
-
-
-class OutEmbeddingList(Struct, kw_only=True):
-    object: str = "list"
-    data: list[OutEmbedding]
-    model: str
-    usage: OutEmbeddingUsage
-
-
 # --- module-level codecs ---------------------------------------------------------------------------
 
 chat_request_decoder = msgspec.json.Decoder(ChatCompletionRequest)
@@ -433,4 +317,3 @@ answer_decoder = msgspec.json.Decoder(ChatAnswerView)
 usage_only_decoder = msgspec.json.Decoder(UsageOnlyView)
 embedding_list_decoder = msgspec.json.Decoder(EmbeddingListView)
 error_decoder = msgspec.json.Decoder(ErrorView)
-encoder = msgspec.json.Encoder()
