@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from gateway.context import Gateway
+    from gateway.families import WireFamily
     from gateway.records import RequestLog
     from gateway.translation import UpstreamAdapter
 
@@ -73,3 +74,10 @@ def gateway_simulator_routes(app: web.Application) -> None:
 def gateway_cli_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
     """Add sub-commands to the ``gateway`` command line. Set ``func`` on the parser with
     ``set_defaults(func=...)``; it receives the parsed namespace and returns an exit code."""
+
+
+@hookspec
+def gateway_families() -> list[WireFamily]:
+    """The client-facing wire families this plugin adds (``gateway.families.WireFamily``): the
+    paths each owns, where its caller's credential sits and which headers it requires, its error
+    envelope and its body limits. The core asks these; it names no family itself."""

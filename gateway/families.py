@@ -1,0 +1,133 @@
+"""The client side of a wire family, as the core sees it: paths, credential, envelope, body limit.
+
+A translator package describes its family with one ``WireFamily`` object returned from the
+``gateway_families`` hook. The core never names a family: it asks the registry which family owns a
+path (for the envelope of a 404, a 413 or a 500), asks the family for the caller's credential and
+header rules (``Authenticator.authenticate``), and asks it to render every error of its routes.
+
+Paths that no family owns (admin, account, health, unknown) get the gateway's own envelope,
+``render_default_error`` (the OpenAI-style shape of CONTRACT section 5), which a family may reuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+import orjson
+
+if TYPE_CHECKING:
+    from starlette.requests import HTTPConnection
+
+    from gateway.config import LimitsConfig
+    from gateway.errors import GatewayError
+
+__all__ = [
+    "DEFAULT_FAMILY",
+    "FamilyRegistry",
+    "WireFamily",
+    "bearer_token",
+    "native_type",
+    "render_default_error",
+]
+
+DEFAULT_FAMILY = "default"
+
+
+class WireFamily(Protocol):
+    """What a client-facing wire family tells the core. Implementations are plain objects, made
+    once per plugin manager, holding no per-request state."""
+
+    name: str  # "chat", "messages", "v1beta", "ollama", ...; also the log's ``family`` column
+
+    def owns_path(self, path: str) -> bool:
+        """True when errors on ``path`` (routed or not) are rendered in this family's envelope."""
+        ...
+
+    def credential(self, request: HTTPConnection) -> str | None:
+        """The API key the caller sent, from wherever this family carries it; None when absent.
+        ``credential_hint`` is shown when it is absent."""
+        ...
+
+    credential_hint: str  # e.g. "the x-api-key header"
+
+    def check_headers(self, request: HTTPConnection) -> None:
+        """Raise InvalidRequest for a missing or malformed required header (a version header);
+        called after the credential was found and before it is looked up."""
+        ...
+
+    def render_error(self, err: GatewayError) -> bytes:
+        """``err`` (status, code, message, param) as a body in this family's error envelope."""
+        ...
+
+    def body_limit(self, path: str, limits: LimitsConfig) -> int | None:
+        """The request-body limit for ``path`` when it differs from ``limits.json_body_bytes``."""
+        ...
+
+
+class FamilyRegistry:
+    """Every registered family; built once per app from the ``gateway_families`` hook."""
+
+    def __init__(self, families: Iterable[WireFamily]) -> None:
+        self._by_name: dict[str, WireFamily] = {}
+        for family in families:
+            self._by_name.setdefault(family.name, family)  # first registered wins (built-ins first)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def names(self) -> list[str]:
+        return list(self._by_name)
+
+    def get(self, name: str) -> WireFamily | None:
+        return self._by_name.get(name)
+
+    def for_path(self, path: str) -> WireFamily | None:
+        """The family whose envelope errors on ``path`` get; None: the gateway's own envelope."""
+        for family in self._by_name.values():
+            if family.owns_path(path):
+                return family
+        return None
+
+    def render(self, name: str | None, err: GatewayError) -> bytes:
+        family = self._by_name.get(name) if name else None
+        return family.render_error(err) if family is not None else render_default_error(err)
+
+    def render_for_path(self, path: str, err: GatewayError) -> bytes:
+        family = self.for_path(path)
+        return family.render_error(err) if family is not None else render_default_error(err)
+
+    def body_limit(self, path: str, limits: LimitsConfig) -> int:
+        family = self.for_path(path)
+        limit = family.body_limit(path, limits) if family is not None else None
+        return limit if limit is not None else limits.json_body_bytes
+
+
+def bearer_token(request: HTTPConnection) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header; "" for another scheme, None
+    when there is no such header."""
+    value = request.headers.get("authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.partition(" ")
+    return token if scheme.lower() == "bearer" else ""
+
+
+_NATIVE_TYPE = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 405: "invalid_request_error", 408: "invalid_request_error",
+                409: "invalid_request_error", 413: "request_too_large", 429: "rate_limit_error"}
+
+
+def native_type(status: int) -> str:
+    """The error ``type`` for an HTTP status in the default envelope (CONTRACT section 5)."""
+    if status >= 500:
+        return "api_error"
+    return _NATIVE_TYPE.get(status, "invalid_request_error")
+
+
+def render_default_error(err: GatewayError) -> bytes:
+    """``{"error": {"message", "type", "code"[, "param"]}}``: admin, account and unowned paths."""
+    inner: dict[str, object] = {"message": err.message, "type": native_type(err.status), "code": err.code}
+    if err.param is not None:
+        inner["param"] = err.param
+    return orjson.dumps({"error": inner})
