@@ -81,6 +81,21 @@ class TaskRecord(msgspec.Struct, omit_defaults=True):
     version: int = 0
 
 
+class DocumentExists(Exception):
+    """``put_document`` found a document (live or deleted) with the same kind and id."""
+
+
+class Document(msgspec.Struct, frozen=True):
+    """A small JSON body a plugin keeps for a user, addressed by ``(kind, id)``: the core stores it
+    and never reads ``body`` (e.g. the turns of a server-side conversation)."""
+
+    kind: str
+    id: str
+    user_id: int  # the owner
+    body: str  # JSON text
+    created_at: float = 0.0  # Unix seconds; 0 on put means now
+
+
 class AuditProblem(msgspec.Struct):
     subject: str  # "user 3" / "key 7"
     problem: str
@@ -207,6 +222,22 @@ class Storage(ABC):
 
     @abstractmethod
     async def bump_auth_version(self) -> int: ...
+
+    # --- documents (``sql_documents``) -------------------------------------------------------------
+    @abstractmethod
+    async def put_document(self, doc: Document) -> Document:
+        """Insert, committed before returning (durable, and seen by every replica at once); raises
+        ``DocumentExists`` when ``(kind, id)`` was ever used. Returns the stored document."""
+
+    @abstractmethod
+    async def get_document(self, kind: str, doc_id: str) -> Document | None:
+        """The live document, whoever owns it (the caller checks ``user_id``); None when unknown or
+        deleted."""
+
+    @abstractmethod
+    async def delete_document(self, kind: str, doc_id: str, user_id: int) -> bool:
+        """Delete ``user_id``'s live document (its body is dropped, its id never reused); False when
+        there is none of that owner."""
 
     # --- media tasks -----------------------------------------------------------------------------
     async def create_task(self, task: TaskRecord) -> TaskRecord:

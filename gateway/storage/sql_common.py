@@ -31,6 +31,7 @@ from gateway.storage.base import (
     TaskRecord,
 )
 from gateway.storage.migrations import load_migrations
+from gateway.storage.sql_documents import SqlDocuments
 
 T = TypeVar("T")
 Tx = m.Tx
@@ -101,7 +102,7 @@ def _reservation(row: Row) -> Reservation:
                        amount_nano=row["amount_nano"], instance=row["instance"])
 
 
-class SqlStorage(Storage):
+class SqlStorage(SqlDocuments, Storage):
     dialect: Dialect
 
     def __init__(self) -> None:
