@@ -15,6 +15,7 @@ class UserRecord(msgspec.Struct, omit_defaults=True):
     used_nano: int = 0  # settled charges, all time
     request_count: int = 0
     created_at: int = 0
+    enabled: bool = True  # False: its keys and token are refused (CONTRACT 4, PATCH /admin/users)
 
 
 class KeyRecord(msgspec.Struct, omit_defaults=True):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,10 +177,11 @@ class GatewayHandle:
         """A call to the admin API with the test admin key."""
         return await self.request(method, path, json=json, headers={"Authorization": f"Bearer {admin_key}"})
 
-    async def create_user(self, name: str = "u", quota_usd: float = 100,
+    async def create_user(self, name: str | None = None, quota_usd: float = 100,
                           group: str = "default") -> dict[str, Any]:
-        """``POST /admin/users``; the answer includes ``user_token``."""
-        body = {"name": name, "quota_usd": quota_usd, "group": group}
+        """``POST /admin/users``; the answer includes ``user_token``. Names are unique: without
+        one, a fresh name is made."""
+        body = {"name": name or f"u-{secrets.token_hex(4)}", "quota_usd": quota_usd, "group": group}
         reply = await self.admin("POST", "/admin/users", body)
         assert reply.status == 201, reply.text
         return reply.json()

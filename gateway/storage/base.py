@@ -23,12 +23,19 @@ import msgspec
 from gateway.records import KeyRecord, RequestLog, UserRecord
 
 
+# The ``instance`` of a hold that belongs to a durable record (a media task) instead of a process:
+# the record's own state machine closes it (``transition_task``), so neither the orphan sweeper
+# nor a process's start or stop releases it. A task outlives the process that accepted it.
+DURABLE_HOLDER = "durable"
+
+
 class Reservation(msgspec.Struct, frozen=True):
     request_id: str
     user_id: int
     key_id: int
     amount_nano: int
-    instance: str  # the gateway process that holds it (see ``release_orphaned_reservations``)
+    instance: str  # the gateway process that holds it (see ``release_orphaned_reservations``),
+    # or DURABLE_HOLDER
 
 
 class Settlement(msgspec.Struct, frozen=True):
@@ -79,6 +86,15 @@ class TaskRecord(msgspec.Struct, omit_defaults=True):
     finished_at: float | None = None
     next_poll_at: float | None = None  # None: nothing to poll
     version: int = 0
+    # Added by migration 0003 (the task engine, ``gateway.tasks``):
+    price_nano: int = 0  # what a success costs (the price of the chosen upstream), <= reserved_nano
+    started_at: float | None = None  # first seen running upstream
+    polled_at: float | None = None  # last time the upstream answered about it
+    route: str = ""  # the submit endpoint (for the request log row of its charge or refund)
+
+
+class NameTaken(Exception):
+    """A user name that another live user already has (names are unique)."""
 
 
 class DocumentExists(Exception):
@@ -110,6 +126,27 @@ class KeyChanges(msgspec.Struct, omit_defaults=True):
     models: list[str] | msgspec.UnsetType | None = msgspec.UNSET
     allow_ips: list[str] | msgspec.UnsetType | None = msgspec.UNSET
     expires_at: int | msgspec.UnsetType = msgspec.UNSET
+
+
+class UserChanges(msgspec.Struct, omit_defaults=True):
+    """Fields of PATCH /admin/users/{id}; UNSET leaves a field as it is."""
+
+    name: str | msgspec.UnsetType = msgspec.UNSET
+    group: str | msgspec.UnsetType = msgspec.UNSET
+    enabled: bool | msgspec.UnsetType = msgspec.UNSET
+
+
+class LogFilter(msgspec.Struct, omit_defaults=True):
+    """Which request-log rows a log query returns (None: any). ``since`` inclusive, ``until``
+    exclusive, Unix seconds."""
+
+    user_id: int | None = None
+    key_id: int | None = None
+    model: str | None = None
+    status: int | None = None
+    request_id: str | None = None
+    since: float | None = None
+    until: float | None = None
 
 
 class Storage(ABC):
@@ -223,6 +260,32 @@ class Storage(ABC):
     @abstractmethod
     async def bump_auth_version(self) -> int: ...
 
+    # --- user administration (``sql_admin``) -------------------------------------------------------
+    async def update_user(self, user_id: int, changes: UserChanges) -> UserRecord | None:
+        """None for an unknown or deleted user. Raises ``NameTaken`` when the new name is in use."""
+        raise NotImplementedError
+
+    async def delete_user(self, user_id: int) -> bool:
+        """Mark deleted (keys and token stop; the row, ledger and logs stay); False if unknown."""
+        raise NotImplementedError
+
+    async def user_name_taken(self, name: str, except_id: int | None = None) -> bool:
+        raise NotImplementedError
+
+    async def adjust_balance(self, user_id: int, amount_nano: int, reason: str,
+                             request_id: str) -> UserRecord | None:
+        """Add ``amount_nano`` (negative lowers) with an ``adjust`` ledger row carrying ``reason``;
+        None, and no change, when the user is unknown or the balance would go below zero."""
+        raise NotImplementedError
+
+    async def query_logs(self, where: LogFilter, page: int, page_size: int) -> LogPage:
+        """Request logs of everyone matching ``where``, newest first."""
+        raise NotImplementedError
+
+    async def user_daily_costs(self, user_id: int, start_ts: int, end_ts: int) -> list[DailyCost]:
+        """Charges per UTC day and model of all of a user's keys."""
+        raise NotImplementedError
+
     # --- documents (``sql_documents``) -------------------------------------------------------------
     @abstractmethod
     async def put_document(self, doc: Document) -> Document:
@@ -255,4 +318,23 @@ class Storage(ABC):
 
     async def due_tasks(self, now: float, limit: int) -> list[TaskRecord]:
         """Tasks whose ``next_poll_at`` is at or before ``now``, oldest first."""
+        raise NotImplementedError
+
+    # The task engine's (``sql_tasks``):
+    async def claim_due_tasks(self, now: float, limit: int, owner: str, lease_s: float) -> list[TaskRecord]:
+        """Due tasks not leased to another live poller, now leased to ``owner`` for ``lease_s``."""
+        raise NotImplementedError
+
+    async def release_task_leases(self, owner: str) -> int:
+        raise NotImplementedError
+
+    async def transition_task(self, task_id: str, expected_version: int, changes: Mapping[str, Any],
+                              settlement: Settlement | None = None) -> TaskRecord | None:
+        """``update_task_cas`` plus, in the same transaction, the close of the task's hold."""
+        raise NotImplementedError
+
+    async def tasks_by_ids(self, task_ids: Sequence[str]) -> list[TaskRecord]:
+        raise NotImplementedError
+
+    async def delete_task(self, task_id: str) -> bool:
         raise NotImplementedError

@@ -24,7 +24,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg
 
 from gateway.storage import sql_money as m
-from gateway.storage.sql_common import POSTGRES, SqlStorage
+from gateway.storage.sql_admin import SqlAdmin
+from gateway.storage.sql_common import POSTGRES
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ def split_pool_options(dsn: str) -> tuple[str, int, int]:
     return urlunsplit(parts._replace(query=urlencode(query))), pool_min, pool_max
 
 
-class PostgresStorage(SqlStorage):
+class PostgresStorage(SqlAdmin):
     dialect = POSTGRES
 
     def __init__(self, dsn: str) -> None:

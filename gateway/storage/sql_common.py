@@ -21,6 +21,7 @@ import orjson
 from gateway.records import KeyRecord, RequestLog, UserRecord
 from gateway.storage import sql_money as m
 from gateway.storage.base import (
+    DURABLE_HOLDER,
     AuditProblem,
     DailyCost,
     KeyChanges,
@@ -32,6 +33,7 @@ from gateway.storage.base import (
 )
 from gateway.storage.migrations import load_migrations
 from gateway.storage.sql_documents import SqlDocuments
+from gateway.storage.sql_tasks import SqlTaskStore
 
 T = TypeVar("T")
 Tx = m.Tx
@@ -60,21 +62,24 @@ POSTGRES = Dialect(
     migration_lock="SELECT pg_advisory_xact_lock(72420310)",
 )
 
-_USER_COLUMNS = "id, name, user_group, balance_nano, used_nano, request_count, created_at"
+_USER_COLUMNS = "id, name, user_group, balance_nano, used_nano, request_count, created_at, enabled"
+_LIVE = "deleted_at IS NULL"  # a deleted user keeps its row (ledger, logs) but is gone otherwise
 _KEY_COLUMNS = ("id, user_id, name, key_hash, masked, enabled, quota_nano, spent_nano, reserved_nano, "
                 "models, allow_ips, expires_at, created_at")
 _KEY_EDITABLE = frozenset(KeyChanges.__struct_fields__)
 _TASK_FIELDS: tuple[str, ...] = TaskRecord.__struct_fields__
 _TASK_COLUMNS = ", ".join(_TASK_FIELDS)
 _TASK_EDITABLE = frozenset(_TASK_FIELDS) - {"task_id", "version"}
-_ORPHANED = ("created_at < {now} - ? AND NOT EXISTS (SELECT 1 FROM instances i "
-             "WHERE i.instance = reservations.instance AND i.last_seen >= {now} - ?)")
+# A durable hold (a media task's) has no process to outlive: its task closes it.
+_ORPHANED = ("created_at < {now} - ? AND instance <> '" + DURABLE_HOLDER + "' AND NOT EXISTS ("
+             "SELECT 1 FROM instances i WHERE i.instance = reservations.instance AND i.last_seen >= {now} - ?)")
 
 
 def _user(row: Row) -> UserRecord:
     return UserRecord(id=row["id"], name=row["name"], group=row["user_group"],
                       balance_nano=row["balance_nano"], used_nano=row["used_nano"],
-                      request_count=row["request_count"], created_at=row["created_at"])
+                      request_count=row["request_count"], created_at=row["created_at"],
+                      enabled=bool(row["enabled"]))
 
 
 def _json_list(text: str | None) -> list[str] | None:
@@ -102,7 +107,7 @@ def _reservation(row: Row) -> Reservation:
                        amount_nano=row["amount_nano"], instance=row["instance"])
 
 
-class SqlStorage(SqlDocuments, Storage):
+class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
     dialect: Dialect
 
     def __init__(self) -> None:
@@ -171,15 +176,18 @@ class SqlStorage(SqlDocuments, Storage):
         return await self._write(fn)
 
     async def get_user(self, user_id: int) -> UserRecord | None:
-        row = await self._fetch_one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ?", (user_id,))
+        row = await self._fetch_one(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ? AND {_LIVE}",
+                                    (user_id,))
         return _user(row) if row else None
 
     async def user_by_token_hash(self, token_hash: str) -> UserRecord | None:
-        row = await self._fetch_one(f"SELECT {_USER_COLUMNS} FROM users WHERE token_hash = ?", (token_hash,))
+        row = await self._fetch_one(f"SELECT {_USER_COLUMNS} FROM users WHERE token_hash = ? AND {_LIVE}",
+                                    (token_hash,))
         return _user(row) if row else None
 
     async def list_users(self) -> list[UserRecord]:
-        return [_user(r) for r in await self._fetch(f"SELECT {_USER_COLUMNS} FROM users ORDER BY id")]
+        rows = await self._fetch(f"SELECT {_USER_COLUMNS} FROM users WHERE {_LIVE} ORDER BY id")
+        return [_user(r) for r in rows]
 
     async def count_users(self) -> int:
         return (await self._fetch_one("SELECT COUNT(*) AS n FROM users"))["n"]
@@ -188,7 +196,8 @@ class SqlStorage(SqlDocuments, Storage):
         """A negative amount deducts, but never below zero (None then, as for an unknown user)."""
         async def fn(tx: Tx) -> UserRecord | None:
             rows = await tx.fetchall(
-                f"UPDATE users SET balance_nano = balance_nano + ? WHERE id = ? AND balance_nano + ? >= 0 "
+                "UPDATE users SET balance_nano = balance_nano + ? WHERE id = ? AND balance_nano + ? >= 0 "
+                f"AND {_LIVE} "
                 f"RETURNING {_USER_COLUMNS}", (amount_nano, user_id, amount_nano))
             if not rows:
                 return None

@@ -30,7 +30,8 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from gateway.storage import sql_money as m
-from gateway.storage.sql_common import SQLITE, SqlStorage
+from gateway.storage.sql_admin import SqlAdmin
+from gateway.storage.sql_common import SQLITE
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def _run_to_end(coro: Coroutine[Any, Any, T]) -> T:
     raise RuntimeError("a write transaction awaited something other than its database calls")
 
 
-class SqliteStorage(SqlStorage):
+class SqliteStorage(SqlAdmin):
     dialect = SQLITE
 
     def __init__(self, path: str, *, synchronous: str = "NORMAL", busy_timeout_ms: int = 10_000) -> None:

@@ -130,7 +130,7 @@ def new_principal(storage: Storage) -> NewPrincipal:
 
     async def make(balance_nano: int = 1_000_000, quota_nano: int | None = None,
                    enabled: bool = True) -> Principal:
-        user = await storage.create_user("u", "default", balance_nano,
+        user = await storage.create_user(f"u-{secrets.token_hex(4)}", "default", balance_nano,
                                          hashlib.sha256(secrets.token_bytes(16)).hexdigest(), "topup-1")
         secret = "sk-" + secrets.token_hex(16)
         key = await storage.create_key(KeyRecord(

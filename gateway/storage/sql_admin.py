@@ -1,0 +1,123 @@
+"""User administration and the log queries of the admin API and the console, in SQL for both
+backends (``?`` placeholders, like ``sql_common``; migration 0004 adds the columns).
+
+A deleted user keeps its row, so that its ledger rows and request logs still add up in the audit;
+``deleted_at`` hides it from every user lookup of ``sql_common`` (its keys and token then match
+nobody), and frees its name for a new user. Every change that caches must see bumps the auth
+version in the same transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import msgspec
+
+from gateway.records import UserRecord
+from gateway.storage import sql_money as m
+from gateway.storage.base import DailyCost, LogFilter, LogPage, NameTaken, UserChanges
+from gateway.storage.sql_common import _LIVE, _USER_COLUMNS, SqlStorage, Tx, _user
+
+_ADJUST_LEDGER = """INSERT INTO ledger
+(ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano, note)
+VALUES (?, 'adjust', ?, ?, NULL, ?, 0, 0, ?)"""
+_USER_FIELDS = {"name": "name", "group": "user_group", "enabled": "enabled"}  # Struct field -> column
+_NAME_IN_USE = f"SELECT 1 AS one FROM users WHERE name = ? AND id <> ? AND {_LIVE}"
+
+
+def log_where(where: LogFilter) -> tuple[str, list[Any]]:
+    """The WHERE clause (never empty) and its arguments for a log filter."""
+    clauses = ["1 = 1"]
+    args: list[Any] = []
+    for column, value in (("user_id", where.user_id), ("key_id", where.key_id), ("model", where.model),
+                          ("status", where.status), ("request_id", where.request_id)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    if where.since is not None:
+        clauses.append("created_at >= ?")
+        args.append(float(where.since))
+    if where.until is not None:
+        clauses.append("created_at < ?")
+        args.append(float(where.until))
+    return " AND ".join(clauses), args
+
+
+class SqlAdmin(SqlStorage):
+    """``SqlStorage`` plus the user-administration methods of ``Storage``."""
+
+    async def update_user(self, user_id: int, changes: UserChanges) -> UserRecord | None:
+        sets = {_USER_FIELDS[f]: v for f, v in msgspec.structs.asdict(changes).items()
+                if v is not msgspec.UNSET}
+
+        async def fn(tx: Tx) -> UserRecord | None:
+            if "name" in sets and await tx.fetchall(_NAME_IN_USE, (sets["name"], user_id)):
+                raise NameTaken(sets["name"])
+            if not sets:
+                rows = await tx.fetchall(f"SELECT {_USER_COLUMNS} FROM users WHERE id = ? AND {_LIVE}",
+                                         (user_id,))
+            else:
+                rows = await tx.fetchall(
+                    f"UPDATE users SET {', '.join(f'{c} = ?' for c in sets)} WHERE id = ? AND {_LIVE} "
+                    f"RETURNING {_USER_COLUMNS}", (*sets.values(), user_id))
+                if rows:
+                    await self._bump(tx)
+            return _user(rows[0]) if rows else None
+
+        try:
+            return await self._write(fn)
+        except NameTaken:
+            raise
+        except Exception:
+            # A concurrent rename (PostgreSQL) can slip past the check; the unique index then
+            # refuses it, and that is a taken name too.
+            if "name" in sets and await self.user_name_taken(sets["name"], user_id):
+                raise NameTaken(sets["name"]) from None
+            raise
+
+    async def delete_user(self, user_id: int) -> bool:
+        async def fn(tx: Tx) -> bool:
+            done = await tx.execute(f"UPDATE users SET deleted_at = ?, enabled = ? WHERE id = ? AND {_LIVE}",
+                                    (int(time.time()), False, user_id))
+            if done:
+                await self._bump(tx)
+            return bool(done)
+
+        return await self._write(fn)
+
+    async def user_name_taken(self, name: str, except_id: int | None = None) -> bool:
+        return bool(await self._fetch(_NAME_IN_USE, (name, except_id or 0)))
+
+    async def adjust_balance(self, user_id: int, amount_nano: int, reason: str,
+                             request_id: str) -> UserRecord | None:
+        async def fn(tx: Tx) -> UserRecord | None:
+            rows = await tx.fetchall(
+                "UPDATE users SET balance_nano = balance_nano + ? WHERE id = ? AND balance_nano + ? >= 0 "
+                f"AND {_LIVE} RETURNING {_USER_COLUMNS}", (amount_nano, user_id, amount_nano))
+            if not rows:
+                return None
+            await tx.execute(_ADJUST_LEDGER, (time.time(), request_id, user_id, amount_nano, reason))
+            await self._bump(tx)
+            return _user(rows[0])
+
+        return await self._write(fn)
+
+    async def query_logs(self, where: LogFilter, page: int, page_size: int) -> LogPage:
+        page, page_size = max(page, 1), max(page_size, 1)
+        clause, args = log_where(where)
+        async with self._snapshot() as tx:
+            counted = await tx.fetchall(f"SELECT COUNT(*) AS n FROM request_logs WHERE {clause}", args)
+            rows = await tx.fetchall(
+                f"SELECT {', '.join(m.LOG_FIELDS)} FROM request_logs WHERE {clause} "
+                "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+                (*args, page_size, (page - 1) * page_size))
+        return LogPage(items=[m.log_from_row(r) for r in rows], total=counted[0]["n"])
+
+    async def user_daily_costs(self, user_id: int, start_ts: int, end_ts: int) -> list[DailyCost]:
+        day = self.dialect.day.replace("{col}", "created_at")
+        rows = await self._fetch(
+            f"SELECT {day} AS day, model, CAST(SUM(charge_nano) AS BIGINT) AS cost FROM request_logs "
+            "WHERE user_id = ? AND created_at >= ? AND created_at < ? GROUP BY 1, 2 ORDER BY 1, 2",
+            (user_id, float(start_ts), float(end_ts)))
+        return [DailyCost(day=r["day"], model=r["model"], cost_nano=r["cost"]) for r in rows]
