@@ -54,6 +54,7 @@ class TokenPrices(msgspec.Struct, frozen=True):
     per_second: int = 0
     per_minute: int = 0
     per_task: int = 0
+    per_mchar: int = 0  # per million input characters (speech synthesis)
 
     @classmethod
     def from_config(cls, price: Price) -> TokenPrices:
@@ -76,6 +77,7 @@ class TokenPrices(msgspec.Struct, frozen=True):
             per_second=nano(price.per_second),
             per_minute=nano(price.per_minute),
             per_task=nano(price.per_task),
+            per_mchar=nano(price.per_mchar),
         )
 
 
@@ -104,3 +106,9 @@ def worst_case_cost(prices: TokenPrices, input_tokens: int, max_output_tokens: i
 def unit_cost(unit_price: int, units: float | int, ratio: Fraction = Fraction(1)) -> int:
     """Nano-USD for ``units`` seconds/minutes/tasks at a nano-USD unit price."""
     return _ceil(Fraction(unit_price) * Fraction(Decimal(str(units))) * ratio)
+
+
+def scaled_cost(unit_price: int, units: Fraction, ratio: Fraction = Fraction(1)) -> int:
+    """Nano-USD for an exact fraction of units (seconds of audio / 60 at a per-minute price,
+    characters / 1e6 at a per-million price), rounded up once at the end."""
+    return _ceil(Fraction(unit_price) * units * ratio)
