@@ -20,6 +20,11 @@ Policy
   always equal the ledger and nothing stays reserved; the lost calls are simply not charged.
   A process also releases, at start, any reservation left under its own instance id, so
   ``instance_id`` must be unique per running process (e.g. a uuid).
+* Durable holds (``reserve(..., durable=True)``, media tasks): held under ``DURABLE_HOLDER``
+  instead of the process's id, so a task accepted by one process can be charged or refunded by
+  another after a restart. They are closed by the task's own compare-and-swap transition, never by
+  the sweeper or ``stop``; a task that never reached its upstream is failed (and its hold
+  released) by the task poller.
 * Graceful ``stop`` flushes the queue, then releases whatever this process still holds.
 """
 
@@ -34,7 +39,7 @@ from gateway.errors import InsufficientQuota, InvalidApiKey
 from gateway.metering.writer import BatchWriter
 from gateway.money import nano_to_usd
 from gateway.records import Principal, RequestLog
-from gateway.storage.base import Reservation, Settlement, Storage
+from gateway.storage.base import DURABLE_HOLDER, Reservation, Settlement, Storage
 
 MAX_NANO = 2**63 - 1  # the largest amount a database column holds (about 9.2 billion USD)
 
@@ -103,9 +108,14 @@ class Meter:
         await self._writer.flush()
 
     # --- the request path ------------------------------------------------------------------------
-    async def reserve(self, request_id: str, principal: Principal, amount_nano: int) -> Reservation:
+    async def reserve(self, request_id: str, principal: Principal, amount_nano: int, *,
+                      durable: bool = False) -> Reservation:
         """Hold ``amount_nano`` against the key's ceiling and the user's balance, or raise
-        ``InsufficientQuota``. The hold is committed when this returns."""
+        ``InsufficientQuota``. The hold is committed when this returns.
+
+        ``durable``: the hold belongs to a durable record (a media task, ``gateway.tasks``), not to
+        this process: it survives this process's stop or crash (no sweeper releases it), and the
+        record closes it exactly once (``Storage.transition_task``)."""
         if amount_nano < 0:
             raise ValueError("a reservation cannot be negative")
         if amount_nano > MAX_NANO:  # e.g. max_tokens = 2**70: no balance can cover it
@@ -113,7 +123,7 @@ class Meter:
                                     f"${nano_to_usd(MAX_NANO):.0f}.")
         reservation = Reservation(request_id=request_id, user_id=principal.user.id,
                                   key_id=principal.key.id, amount_nano=amount_nano,
-                                  instance=self.instance_id)
+                                  instance=DURABLE_HOLDER if durable else self.instance_id)
         # The attempt runs to its end even if this caller is cancelled (client gone), so that
         # whether a hold was made is known; one that was is then released.
         attempt = asyncio.ensure_future(self.storage.reserve(reservation))

@@ -1,0 +1,109 @@
+"""The task engine's storage, written once for both SQL backends and mixed into ``SqlStorage``
+(whose ``create_task``/``get_task``/``update_task_cas``/``due_tasks`` it builds on).
+
+* ``claim_due_tasks``: the poller takes due tasks under a lease (``lease_owner``/``lease_until``,
+  migration 0003): one replica polls a task at a time, and a lease that expires (its replica died)
+  lets another take the task over. On PostgreSQL the claim skips rows another replica is claiming
+  (``FOR UPDATE SKIP LOCKED``); SQLite serialises writers anyway.
+* ``transition_task``: a compare-and-swap of the task (``version``) and, in the same transaction,
+  the close of its money hold: the charge on success or the release on failure. Only the writer
+  whose version matched moves money, and the hold's row is deleted by exactly one transaction
+  (``sql_money.delete_reservations``), so a charge or refund happens once, whatever the number of
+  pollers. Lock order: the task row, then the reservation, user and key rows (``sql_money``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from gateway.storage import sql_money as m
+from gateway.storage.base import Settlement, TaskRecord
+
+if TYPE_CHECKING:
+    from gateway.storage.sql_common import Dialect
+
+T = TypeVar("T")
+_FIELDS: tuple[str, ...] = TaskRecord.__struct_fields__
+_COLUMNS = ", ".join(_FIELDS)
+_EDITABLE = frozenset(_FIELDS) - {"task_id", "version"}
+_DUE = "next_poll_at IS NOT NULL AND next_poll_at <= ? AND (lease_until IS NULL OR lease_until < ?)"
+
+
+def task_from_row(row: m.Row) -> TaskRecord:
+    return TaskRecord(**{f: row[f] for f in _FIELDS})
+
+
+class SqlTaskStore:
+    """Mixin: needs the backend's ``_write``/``_fetch`` and ``dialect`` (see ``SqlStorage``)."""
+
+    if TYPE_CHECKING:
+        dialect: Dialect
+
+        async def _write(self, fn: Callable[[m.Tx], Awaitable[T]]) -> T: ...
+
+        async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[Any]: ...
+
+    async def claim_due_tasks(self, now: float, limit: int, owner: str, lease_s: float) -> list[TaskRecord]:
+        """Up to ``limit`` due tasks whose lease is free or expired, now leased to ``owner`` until
+        ``now + lease_s``; oldest due first. The lease does not change ``version``."""
+        skip = " FOR UPDATE SKIP LOCKED" if self.dialect.name == "postgresql" else ""
+        sql = (f"UPDATE tasks SET lease_owner = ?, lease_until = ? WHERE task_id IN ("
+               f"SELECT task_id FROM tasks WHERE {_DUE} ORDER BY next_poll_at LIMIT ?{skip}) "
+               f"AND {_DUE} RETURNING {_COLUMNS}")
+        args = (owner, now + lease_s, now, now, limit, now, now)
+        rows = await self._write(lambda tx: tx.fetchall(sql, args))
+        tasks = [task_from_row(r) for r in rows]
+        tasks.sort(key=lambda t: t.next_poll_at or 0.0)
+        return tasks
+
+    async def release_task_leases(self, owner: str) -> int:
+        """Give up every lease of ``owner`` (a replica stopping), so others need not wait."""
+        return await self._write(lambda tx: tx.execute(
+            "UPDATE tasks SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?", (owner,)))
+
+    async def transition_task(self, task_id: str, expected_version: int, changes: Mapping[str, Any],
+                              settlement: Settlement | None = None) -> TaskRecord | None:
+        """Apply ``changes`` only if the stored version is ``expected_version`` (bumping it, and
+        freeing the lease) and, in the same transaction, close the hold of ``settlement`` (its
+        ``charge_nano`` charged, the rest released; a hold already closed is left alone). None,
+        and nothing changed, when another writer got there first."""
+        unknown = set(changes) - _EDITABLE
+        if unknown:
+            raise ValueError(f"not editable task fields: {sorted(unknown)}")
+        sets = dict(changes)
+        sets.setdefault("updated_at", time.time())
+        sql = (f"UPDATE tasks SET {', '.join(f'{f} = ?' for f in sets)}, version = version + 1, "
+               f"lease_owner = NULL, lease_until = NULL WHERE task_id = ? AND version = ? "
+               f"RETURNING {_COLUMNS}")
+        args = (*sets.values(), task_id, expected_version)
+
+        async def fn(tx: m.Tx) -> TaskRecord | None:
+            rows = await tx.fetchall(sql, args)
+            if not rows:
+                return None
+            if settlement is not None:
+                closed = [(row, min(max(settlement.charge_nano, 0), row["amount_nano"]), settlement.log)
+                          for row in await m.delete_reservations(tx, [settlement.reservation.request_id])]
+                await m.book_closures(tx, closed, count_requests=True, release_kind="release")
+            return task_from_row(rows[0])
+
+        return await self._write(fn)
+
+    async def tasks_by_ids(self, task_ids: Sequence[str]) -> list[TaskRecord]:
+        """The stored tasks among ``task_ids`` (unknown ids left out), in no particular order."""
+        found: list[TaskRecord] = []
+        ids = list(dict.fromkeys(task_ids))
+        for part in m.chunks(ids):
+            rows = await self._fetch(f"SELECT {_COLUMNS} FROM tasks WHERE task_id IN {m.in_list(len(part))}",
+                                     part)
+            found += [task_from_row(r) for r in rows]
+        return found
+
+    async def delete_task(self, task_id: str) -> bool:
+        """Remove a task that was never changed after its creation: one whose hold was refused at
+        submit (so it never held money and its id was never handed out)."""
+        return bool(await self._write(lambda tx: tx.execute(
+            "DELETE FROM tasks WHERE task_id = ? AND version = 0", (task_id,))))
+

@@ -1,0 +1,61 @@
+"""HTTP to task upstreams (submit, poll, follow-up calls), on the gateway's one pooled client.
+
+Task calls are short JSON requests of any method (a video status is a GET, a batch query a POST),
+so they do not go through the text relay's ``attempt``; they share its error mapping
+(``upstream_io``) and its rule for what may be retried: connection errors, timeouts, 401, 429 and
+5xx raise ``UpstreamFailure``; any other answer is returned for the family to read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import msgspec
+
+from gateway.config import UpstreamConfig
+from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
+from gateway.upstream.pool import UpstreamPool
+
+__all__ = ["TaskHttp", "TaskReply"]
+
+_USER_AGENT = "model-gateway/0.1"
+
+
+class TaskReply(msgspec.Struct, frozen=True):
+    status: int
+    body: bytes
+
+
+class TaskHttp:
+    """Stateless beyond the pool it sends through; one per engine."""
+
+    def __init__(self, pool: UpstreamPool) -> None:
+        self._pool = pool
+
+    async def call(self, upstream: UpstreamConfig, method: str, path: str, body: bytes | None = None,
+                   *, request_id: str = "", timeout_s: float | None = None) -> TaskReply:
+        """One request to ``upstream.base_url + path`` with the upstream's own credential, within
+        its connect and first-byte timeouts (or ``timeout_s`` for the whole call when shorter).
+        Redirects are not followed (a task API answers JSON)."""
+        headers = {"User-Agent": _USER_AGENT}
+        if request_id:
+            headers[REQUEST_ID_HEADER] = request_id
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        headers.update(self._pool.protocol_adapter(upstream.protocol).auth_headers(upstream.api_key))
+        t = upstream.timeouts
+        limit = t.connect_s + t.first_byte_s
+        if timeout_s is not None:
+            limit = min(limit, timeout_s)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, sock_read=t.idle_s)
+        url = upstream.base_url.rstrip("/") + path
+        with upstream_io(upstream.name, f"on {method} {path.split('?', 1)[0]}"):
+            async with asyncio.timeout(limit):
+                async with self._pool.session.request(method, url, data=body, headers=headers,
+                                                      timeout=timeout, allow_redirects=False) as resp:
+                    data = await resp.read()
+                    status = resp.status
+        if status in (401, 429) or status >= 500:
+            raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status)
+        return TaskReply(status, data)
