@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gateway.context import Gateway
     from gateway.families import WireFamily
     from gateway.records import RequestLog
+    from gateway.tasks.family import TaskFamily
     from gateway.translation import UpstreamAdapter
 
 hookspec = pluggy.HookspecMarker("gateway")
@@ -81,3 +82,12 @@ def gateway_families() -> list[WireFamily]:
     """The client-facing wire families this plugin adds (``gateway.families.WireFamily``): the
     paths each owns, where its caller's credential sits and which headers it requires, its error
     envelope and its body limits. The core asks these; it names no family itself."""
+
+
+@hookspec
+def gateway_task_families() -> list[TaskFamily]:
+    """The asynchronous task families this plugin adds (``gateway.tasks.family.TaskFamily``): how
+    the task engine polls their upstreams (in batches where the upstream allows), what their
+    statuses mean (queued, running, succeeded, failed) and what their callbacks carry. The engine
+    (``gateway.tasks``) keeps the tasks, polls them, charges or refunds them exactly once and sends
+    the callbacks; the family's routes submit through it and render the tasks it stores."""
