@@ -15,26 +15,22 @@ envelope. Every call ends in exactly one ``CallContext.finish``.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
-import aiohttp
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
 from gateway.config import TEXT_PROTOCOLS
 from gateway.context import Gateway
-from gateway.errors import GatewayError, InvalidRequest, UpstreamError, UpstreamHTTPError
+from gateway.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.http import error_response, get_gateway, read_json_body, request_id
 from gateway.records import Principal
-from gateway.relay_call import CallContext
+from gateway.relay_call import CallContext, ClientCall
 from gateway.relay_stream import open_stream
 from gateway.tokens import estimate_parts_tokens, estimate_request_tokens, estimate_text_tokens
-from gateway.translation import EmbeddingFrontend, Frontend, RequestView, UpstreamCall
-from gateway.upstream.pool import Target, UpstreamFailure
-
-T = TypeVar("T")
+from gateway.translation import EmbeddingFrontend, Frontend
+from gateway.upstream.attempt import attempt, build_call, build_embedding_call, read_body
+from gateway.upstream.pool import Target
 
 
 async def _authenticate(request: Request, family: str) -> Principal:
@@ -62,40 +58,6 @@ def _crashed(ctx: CallContext | None) -> None:
         ctx.finish(500, "gateway_error", error_code="internal_error")
 
 
-async def attempt(ctx: CallContext, targets: list[Target],
-                  send: Callable[[Target], Awaitable[T]]) -> T:
-    """Try ``send`` on the targets in order (wrapping around) for up to ``routing.max_attempts``
-    tries; only UpstreamFailure (nothing reached the client yet) moves on to the next one."""
-    pool = ctx.gateway.upstreams
-    max_attempts = ctx.gateway.config.routing.max_attempts
-    last: UpstreamFailure | None = None
-    for n in range(max(max_attempts, 1)):
-        target = targets[n % len(targets)]
-        ctx.attempts += 1
-        ctx.upstream = target.name
-        try:
-            result = await send(target)
-        except UpstreamFailure as failure:
-            pool.mark_failure(target.name)
-            last = failure
-            continue
-        pool.mark_success(target.name)
-        return result
-    reason = last.reason if last else "no upstream available"
-    raise UpstreamError(f"The upstream failed after {ctx.attempts} attempt(s): {reason}.")
-
-
-async def relay_error(gw: Gateway, target: Target, response: aiohttp.ClientResponse) -> GatewayError:
-    """An upstream's non-retryable 4xx, as an error in the client's envelope."""
-    try:
-        body = await response.read()
-    finally:
-        response.release()
-    message = gw.upstreams.adapter(target.protocol).error_message(body)
-    message = message or f"The upstream answered HTTP {response.status}."
-    return UpstreamHTTPError(response.status, message)
-
-
 def _targets(gw: Gateway, model_id: str) -> list[Target]:
     targets = gw.upstreams.targets(model_id, TEXT_PROTOCOLS)
     if not targets:
@@ -113,15 +75,16 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         view = frontend.peek(body, path_model, stream_hint)
         ctx = _admit(request, principal, family, view.model, view.stream)
         targets = _targets(ctx.gateway, view.model)
-        canonical: ChatRequest | None = None
-        if any(t.protocol != family for t in targets):
-            canonical = frontend.decode_request(body, path_model, stream_hint)
-        input_estimate = (estimate_request_tokens(canonical) if canonical is not None
+        call = ClientCall(frontend, body, view, request, path_model=path_model, stream_hint=stream_hint)
+        # Decoded up front only when some candidate needs translation: it sizes the reservation
+        # better than the body's estimate, and a bad request is refused before any upstream sees it.
+        translating = any(t.protocol != family for t in targets)
+        input_estimate = (estimate_request_tokens(call.canonical()) if translating
                           else view.input_tokens_estimate)
         await ctx.reserve(ctx.worst_case(input_estimate, view.max_tokens, view.candidates))
         if view.stream:
-            return await open_stream(ctx, frontend, view, body, canonical, targets, path_model, stream_hint)
-        return await _generate_once(ctx, frontend, view, body, canonical, targets, path_model, stream_hint)
+            return await open_stream(ctx, call, targets)
+        return await _generate_once(ctx, call, targets)
     except GatewayError as err:
         return _fail(request, family, ctx, err)
     except Exception:
@@ -129,45 +92,21 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         raise
 
 
-def build_call(ctx: CallContext, frontend: Frontend, view: RequestView, body: bytes,
-               canonical: ChatRequest | None, target: Target) -> UpstreamCall:
-    if target.protocol == frontend.family:
-        return frontend.fast_request(body, view, target.upstream_model)
-    assert canonical is not None  # decoded up front whenever a candidate needs translation
-    return ctx.gateway.upstreams.adapter(target.protocol).build_request(canonical, target.upstream_model)
-
-
-async def _generate_once(ctx: CallContext, frontend: Frontend, view: RequestView, body: bytes,
-                         canonical: ChatRequest | None, targets: list[Target], path_model: str | None,
-                         stream_hint: bool) -> Response:
-    gw = ctx.gateway
-
-    async def send(target: Target) -> tuple[Target, bytes]:
-        call = build_call(ctx, frontend, view, body, canonical, target)
-        response = await gw.upstreams.open(target, call, ctx.request_id)
-        if response.status >= 400:
-            raise await relay_error(gw, target, response)
-        try:
-            data = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise UpstreamFailure(target.name, f"body read failed ({type(exc).__name__})") from exc
-        finally:
-            response.release()
-        ctx.mark_first_byte()
-        return target, data
-
-    target, data = await attempt(ctx, targets, send)
+async def _generate_once(ctx: CallContext, call: ClientCall, targets: list[Target]) -> Response:
+    pool = ctx.gateway.upstreams
+    target, data = await attempt(ctx, targets, lambda t: build_call(call, pool, t), read_body)
+    frontend = call.frontend
     public = ctx.model.id
     if target.protocol == frontend.family:
         usage = frontend.fast_usage(data)
-        out = frontend.fast_response(data, view, public)
+        out = frontend.fast_response(data, call, public)
         if usage is None:
-            canonical = canonical or frontend.decode_request(body, path_model, stream_hint)
-            decoded = gw.upstreams.adapter(target.protocol).decode_response(data, canonical)
+            canonical = call.canonical()
+            decoded = pool.adapter(target.protocol).decode_response(data, canonical)
             usage = estimate_usage(canonical, decoded)
     else:
-        assert canonical is not None
-        decoded = gw.upstreams.adapter(target.protocol).decode_response(data, canonical)
+        canonical = call.canonical()
+        decoded = pool.adapter(target.protocol).decode_response(data, canonical)
         decoded.model = public
         usage = decoded.usage
         if usage.input_tokens == 0 and usage.output_tokens == 0:
@@ -212,23 +151,9 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
 async def _embed_once(ctx: CallContext, frontend: EmbeddingFrontend, embed: EmbeddingRequest, body: bytes,
                       targets: list[Target], input_estimate: int) -> Response:
     gw = ctx.gateway
-
-    async def send(target: Target) -> tuple[Target, bytes]:
-        if target.protocol == frontend.family:
-            call = frontend.fast_embedding_request(body, embed, target.upstream_model)
-        else:
-            call = gw.upstreams.adapter(target.protocol).build_embedding_request(embed, target.upstream_model)
-        response = await gw.upstreams.open(target, call, ctx.request_id)
-        if response.status >= 400:
-            raise await relay_error(gw, target, response)
-        try:
-            return target, await response.read()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise UpstreamFailure(target.name, f"body read failed ({type(exc).__name__})") from exc
-        finally:
-            response.release()
-
-    target, data = await attempt(ctx, targets, send)
+    pool = gw.upstreams
+    target, data = await attempt(ctx, targets, lambda t: build_embedding_call(frontend, embed, body, pool, t),
+                                 read_body)
     if target.protocol == frontend.family:
         out, usage = frontend.fast_embedding_response(data, embed, ctx.model.id)
     else:

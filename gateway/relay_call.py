@@ -1,4 +1,10 @@
-"""One metered call on its way through the relay: who, what model, at what price, and its ending.
+"""One call on its way through the relay: the client's request (``ClientCall``) and its metering
+(``CallContext``: who, what model, at what price, and its ending).
+
+``ClientCall`` is the only per-call state of a generation: the body, the frontend's view of it,
+the canonical request (decoded at most once, and only when something needs it), and what the fast
+path must remember between building the upstream call and relaying its answer. Frontends are
+stateless singletons that read and write it, so one frontend object serves every request.
 
 ``CallContext`` is created once a caller is authenticated and the model checked; ``finish`` writes
 its one request-log row and settles (or releases) its reservation exactly once, whatever the
@@ -14,6 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from gateway.canonical import Usage
 from gateway.config import ModelConfig
@@ -22,7 +29,58 @@ from gateway.money import TokenPrices, usage_cost, worst_case_cost
 from gateway.records import Outcome, Principal, RequestLog
 from gateway.storage.base import Reservation
 
+if TYPE_CHECKING:
+    from starlette.datastructures import Headers, QueryParams
+    from starlette.requests import HTTPConnection
+
+    from gateway.canonical import ChatRequest
+    from gateway.translation import FastPathStream, Frontend, RequestView
+
 _CHARGED: frozenset[str] = frozenset({"success", "usage_estimated", "client_disconnect", "upstream_cut"})
+
+
+class ClientCall:
+    """One client generation request, as every attempt and the frontend see it."""
+
+    __slots__ = ("_canonical", "_client", "body", "fast_stream", "forwarded", "frontend", "path_model",
+                 "stream_hint", "upstream_model", "view")
+
+    def __init__(self, frontend: Frontend, body: bytes, view: RequestView, client: HTTPConnection, *,
+                 path_model: str | None = None, stream_hint: bool = False) -> None:
+        self.frontend = frontend
+        self.body = body
+        self.view = view
+        self._client = client
+        self.path_model = path_model  # the model named in the path, for families that put it there
+        self.stream_hint = stream_hint  # the endpoint itself says "stream" (not a body field)
+        self._canonical: ChatRequest | None = None
+        # Set when a same-format upstream is sent the client's bytes: which model id it was asked
+        # for (to restore the public one in its answer), and that the strict decoder is then only
+        # wanted for an estimate, so a frontend may decode leniently.
+        self.forwarded = False
+        self.upstream_model: str | None = None
+        self.fast_stream: FastPathStream | None = None  # the fast-path stream watcher, once one relays
+
+    def canonical(self) -> ChatRequest:
+        """The canonical request, decoded on first use only."""
+        if self._canonical is None:
+            self._canonical = self.frontend.decode_request(self)
+        return self._canonical
+
+    @property
+    def headers(self) -> Headers:
+        """The client's request headers (for a family's request options: beta tags, ...)."""
+        return self._client.headers
+
+    @property
+    def query(self) -> QueryParams:
+        """The client's query parameters (parsed on first use only)."""
+        return self._client.query_params
+
+    @property
+    def decoded(self) -> ChatRequest | None:
+        """The canonical request if something already decoded it (never decodes)."""
+        return self._canonical
 
 
 @dataclass
@@ -62,13 +120,15 @@ class CallContext:
             self.first_byte_ms = int((time.perf_counter() - self.started) * 1000)
 
     def finish(self, status: int, outcome: Outcome, usage: Usage | None = None,
-               error_code: str | None = None) -> None:
+               error_code: str | None = None, charge_nano: int | None = None) -> None:
         """Write the request log and settle; a second call is ignored."""
         if self.finished:
             return
         self.finished = True
         usage = usage or Usage()
-        charge = usage_cost(self.prices, usage, self.ratio) if outcome in _CHARGED else 0
+        # ``charge_nano``: a call priced by something other than tokens (audio minutes, characters).
+        cost = charge_nano if charge_nano is not None else usage_cost(self.prices, usage, self.ratio)
+        charge = cost if outcome in _CHARGED else 0
         if self.reservation is not None:
             charge = min(charge, self.reservation.amount_nano)
         key = self.principal.key

@@ -16,6 +16,7 @@ from typing import Protocol
 
 import aiohttp
 import msgspec
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.canonical import (
@@ -30,10 +31,10 @@ from gateway.canonical import (
 )
 from gateway.errors import GatewayError
 from gateway.records import Outcome
-from gateway.relay_call import CallContext
+from gateway.relay_call import CallContext, ClientCall
 from gateway.tokens import estimate_request_tokens, estimate_text_tokens
-from gateway.translation import Frontend, RequestView
-from gateway.upstream.pool import Target, UpstreamFailure
+from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, read_first_chunk, upstream_io
+from gateway.upstream.pool import Target
 
 log = logging.getLogger("gateway.relay")
 
@@ -88,10 +89,11 @@ class _UsageWatch:
 class _Translate:
     """Upstream protocol -> canonical events -> client wire."""
 
-    def __init__(self, ctx: CallContext, frontend: Frontend, target: Target, canonical: ChatRequest) -> None:
+    def __init__(self, ctx: CallContext, call: ClientCall, target: Target) -> None:
+        canonical = call.canonical()
         adapter = ctx.gateway.upstreams.adapter(target.protocol)
         self._decoder = adapter.stream_decoder(canonical)
-        self._encoder = frontend.stream_encoder(canonical)
+        self._encoder = call.frontend.stream_encoder(canonical, call)
         self.content_type = self._encoder.content_type
         self._public_model = ctx.model.id
         self._watch = _UsageWatch(canonical)
@@ -129,14 +131,11 @@ class _Translate:
 class _Fast:
     """Same format both sides: bytes pass through; the watcher reads usage on the way."""
 
-    def __init__(self, ctx: CallContext, frontend: Frontend, view: RequestView, target: Target,
-                 content_type: str, decode_request: ChatRequestFactory) -> None:
+    def __init__(self, ctx: CallContext, call: ClientCall, target: Target, content_type: str) -> None:
         self._ctx = ctx
-        self._frontend = frontend
+        self._call = call
         self._target = target
-        self._view = view
-        self._stream = frontend.fast_stream(view)
-        self._decode_request = decode_request
+        self._stream = call.fast_stream = call.frontend.fast_stream(call)
         self._relayed: list[bytes] = []  # references, not copies: for an estimate should usage never come
         self.content_type = content_type
 
@@ -155,7 +154,7 @@ class _Fast:
         request = self._request_or_none()
         adapter = self._ctx.gateway.upstreams.adapter(self._target.protocol)
         decoder = adapter.stream_decoder(request or self._stub())
-        watch = _UsageWatch(request, self._view.input_tokens_estimate)
+        watch = _UsageWatch(request, self._call.view.input_tokens_estimate)
         if reported is not None:
             watch.start_usage = reported
         for event in [*decoder.feed(b"".join(self._relayed)), *decoder.close()]:
@@ -170,73 +169,50 @@ class _Fast:
         """The decoded request, or None for a body the upstream accepted but the full decoder
         rejects: that one still gets an estimate (from the body) and an error frame (from a stub)."""
         try:
-            return self._decode_request()
+            return self._call.canonical()
         except GatewayError:
             return None
 
     def _stub(self) -> ChatRequest:
-        return ChatRequest(model=self._view.model, messages=[], stream=True)
+        return ChatRequest(model=self._call.view.model, messages=[], stream=True)
 
     def error(self, status: int, code: str, message: str) -> bytes:
         request = self._request_or_none() or self._stub()
-        return self._frontend.stream_encoder(request).error(status, code, message)
+        return self._call.frontend.stream_encoder(request, self._call).error(status, code, message)
 
 
-class ChatRequestFactory(Protocol):
-    def __call__(self) -> ChatRequest: ...
-
-
-async def open_stream(ctx: CallContext, frontend: Frontend, view: RequestView, body: bytes,
-                      canonical: ChatRequest | None, targets: list[Target], path_model: str | None,
-                      stream_hint: bool) -> StreamRelay:
+async def open_stream(ctx: CallContext, call: ClientCall, targets: list[Target]) -> StreamRelay:
     """Find an upstream whose stream starts (first chunk read), then hand over to the relay."""
-    from gateway.relay import attempt, build_call, relay_error  # the pipeline imports us
-
-    gw = ctx.gateway
-    decoded: list[ChatRequest] = [canonical] if canonical is not None else []
-
-    def decode_request() -> ChatRequest:
-        if not decoded:
-            decoded.append(frontend.decode_request(body, path_model, stream_hint))
-        return decoded[0]
-
-    async def send(target: Target) -> tuple[Target, aiohttp.ClientResponse, bytes]:
-        call = build_call(ctx, frontend, view, body, canonical, target)
-        response = await gw.upstreams.open(target, call, ctx.request_id)
-        if response.status >= 400:
-            raise await relay_error(gw, target, response)
-        try:
-            first = await response.content.readany()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            response.close()
-            reason = f"stream failed before the first chunk ({type(exc).__name__})"
-            raise UpstreamFailure(target.name, reason) from exc
-        if not first:
-            response.close()
-            raise UpstreamFailure(target.name, "stream closed before the first chunk")
-        ctx.mark_first_byte()
-        return target, response, first
-
-    target, response, first = await attempt(ctx, targets, send)
+    pool = ctx.gateway.upstreams
+    target, (response, first) = await attempt(ctx, targets, lambda t: build_call(call, pool, t), _start)
     transform: _Transform
     try:
-        if target.protocol == frontend.family:
+        if target.protocol == call.frontend.family:
             content_type = response.headers.get("Content-Type", "text/event-stream")
-            transform = _Fast(ctx, frontend, view, target, content_type, decode_request)
+            transform = _Fast(ctx, call, target, content_type)
         else:
-            transform = _Translate(ctx, frontend, target, decode_request())
+            transform = _Translate(ctx, call, target)
     except BaseException:
         response.close()
         raise
-    return StreamRelay(ctx, response, first, transform)
+    return StreamRelay(ctx, target, response, first, transform)
 
 
-class StreamRelay:
-    """The ASGI response of a streamed call (see module docstring)."""
+async def _start(target: Target, response: aiohttp.ClientResponse) -> tuple[aiohttp.ClientResponse, bytes]:
+    """The ``Reader`` of a stream: the open response and its first chunk."""
+    return response, await read_first_chunk(target, response)
 
-    def __init__(self, ctx: CallContext, response: aiohttp.ClientResponse, first: bytes,
-                 transform: _Transform) -> None:
+
+class StreamRelay(Response):
+    """The ASGI response of a streamed call (see module docstring). A Response only so that a
+    route may return it; it writes its own start and body, so Response's own state is unused."""
+
+    def __init__(self, ctx: CallContext, target: Target, response: aiohttp.ClientResponse, first: bytes,
+                 transform: _Transform) -> None:  # no super().__init__: there is no body to render
+        self.status_code = 200
+        self.background = None
         self._ctx = ctx
+        self._target = target
         self._response = response
         self._first = first
         self._transform = transform
@@ -255,7 +231,7 @@ class StreamRelay:
         finally:
             for task in (pump, watch):
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, OSError, aiohttp.ClientError):
+                with contextlib.suppress(asyncio.CancelledError, OSError, UpstreamFailure):
                     await task
             # Closing (not releasing) drops the connection, which stops the upstream generating.
             self._response.close()
@@ -277,11 +253,12 @@ class StreamRelay:
             await send({"type": "http.response.body", "body": out, "more_body": True})
         broken = False
         try:
-            while chunk := await self._response.content.readany():
-                out = transform.feed(chunk)
-                if out:
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-        except (aiohttp.ClientError, TimeoutError):
+            with upstream_io(self._target.name, "mid-stream"):
+                while chunk := await self._response.content.readany():
+                    out = transform.feed(chunk)
+                    if out:
+                        await send({"type": "http.response.body", "body": out, "more_body": True})
+        except UpstreamFailure:
             broken = True
         except (GatewayError, ValueError, msgspec.MsgspecError):
             # An upstream answer its translator cannot read: the stream is as good as cut.

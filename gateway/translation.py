@@ -14,7 +14,7 @@ Both are pure: no I/O. The core pipeline (``gateway.relay``) does the HTTP, mete
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -26,6 +26,9 @@ from gateway.canonical import (
     StreamEvent,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from gateway.relay_call import ClientCall
 
 
 class RequestView(msgspec.Struct):
@@ -95,34 +98,37 @@ class FastPathStream(Protocol):
 
 
 class Frontend(Protocol):
-    family: str  # "chat" | "messages" | "v1beta"
+    """Stateless: one object serves every request; what one request needs is in its ``ClientCall``."""
+
+    family: str  # the wire family's name, e.g. "chat"
 
     def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
         """Minimal decode for auth/metering/routing; raises InvalidRequest on malformed input."""
         ...
 
-    def decode_request(self, body: bytes, path_model: str | None, stream_hint: bool) -> ChatRequest:
-        """Full decode and validation; raises InvalidRequest naming the field."""
+    def decode_request(self, call: ClientCall) -> ChatRequest:
+        """Full decode and validation; raises InvalidRequest naming the field. Called at most once
+        per call (through ``call.canonical()``); after ``call.forwarded`` it may be lenient."""
         ...
 
     def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes: ...
 
-    def stream_encoder(self, request: ChatRequest) -> StreamEncoder: ...
+    def stream_encoder(self, request: ChatRequest, call: ClientCall) -> StreamEncoder: ...
 
     # --- same-format fast path: the upstream speaks this family's protocol --------------------
 
-    def fast_request(self, body: bytes, view: RequestView, upstream_model: str) -> UpstreamCall:
-        """The upstream call for the client's own bytes, changing only what must change (the model
-        id when aliased, asking the upstream for stream usage)."""
+    def fast_request(self, call: ClientCall) -> UpstreamCall:
+        """The upstream call for the client's own bytes (for ``call.upstream_model``), changing only
+        what must change (the model id when aliased, asking the upstream for stream usage)."""
         ...
 
     def fast_usage(self, body: bytes) -> Usage | None:
         """Usage from a same-format, non-streamed upstream answer body."""
         ...
 
-    def fast_stream(self, view: RequestView) -> FastPathStream: ...
+    def fast_stream(self, call: ClientCall) -> FastPathStream: ...
 
-    def fast_response(self, body: bytes, view: RequestView, public_model: str) -> bytes:
+    def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         """The upstream's body as sent to the client (model id restored when aliased)."""
         ...
 

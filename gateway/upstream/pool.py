@@ -1,4 +1,5 @@
-"""Upstreams: which ones may serve a model, in what order, and the one pooled HTTP client.
+"""Upstreams: which ones may serve a model, in what order, and the one pooled HTTP client
+(requests are sent, and their failures mapped, by ``gateway.upstream.attempt``).
 
 Routing: candidates by ``priority`` (lower first), shuffled by ``weight`` among equals. An upstream
 that failed (connect error, timeout, 429, 5xx) is cooled down for ``routing.cooldown_s``: it moves
@@ -7,7 +8,6 @@ to the back of every candidate list until the time passes, then comes back by it
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections import defaultdict
@@ -18,10 +18,7 @@ import msgspec
 
 from gateway.config import Config, UpstreamConfig
 from gateway.errors import UpstreamError
-from gateway.translation import UpstreamAdapter, UpstreamCall
-
-REQUEST_ID_HEADER = "X-Service-Request-Id"
-_USER_AGENT = "model-gateway/0.1"
+from gateway.translation import UpstreamAdapter
 
 
 class Target(msgspec.Struct, frozen=True):
@@ -37,16 +34,6 @@ class Target(msgspec.Struct, frozen=True):
     @property
     def protocol(self) -> str:
         return self.upstream.protocol
-
-
-class UpstreamFailure(Exception):
-    """A failed attempt that may be retried on another upstream (never reaches the client)."""
-
-    def __init__(self, upstream: str, reason: str, status: int | None = None) -> None:
-        super().__init__(f"{upstream}: {reason}")
-        self.upstream = upstream
-        self.reason = reason
-        self.status = status
 
 
 class UpstreamPool:
@@ -115,38 +102,9 @@ class UpstreamPool:
             raise UpstreamError(f"No adapter is installed for upstream protocol {protocol!r}.")
         return adapter
 
-    async def open(self, target: Target, call: UpstreamCall, request_id: str) -> aiohttp.ClientResponse:
-        """Send one request and wait for the response headers (first byte), within the upstream's
-        connect and first-byte timeouts. Retryable failures raise UpstreamFailure: connection
-        errors, timeouts, 429, 5xx, and 401 (the upstream refuses the gateway's own credential: an
-        operator's problem, never relayed, since vendors echo parts of the key in that message).
-        A 2xx or other 4xx response is returned open (the caller releases it)."""
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The one pooled HTTP client (requests are sent by ``gateway.upstream.attempt``)."""
         if self._session is None:
             raise UpstreamError("The upstream client is not started.")
-        upstream = target.upstream
-        headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT,
-                   REQUEST_ID_HEADER: request_id}
-        headers.update(self.adapter(target.protocol).auth_headers(upstream.api_key))
-        headers.update(call.headers)
-        timeouts = upstream.timeouts
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s,
-                                        connect=timeouts.connect_s + timeouts.first_byte_s,
-                                        sock_read=timeouts.idle_s)
-        url = upstream.base_url.rstrip("/") + call.path
-        try:
-            async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
-                response = await self._session.post(url, data=call.body, headers=headers, timeout=timeout,
-                                                    allow_redirects=False)
-        except TimeoutError as exc:
-            raise UpstreamFailure(upstream.name, "timed out before the first byte") from exc
-        except aiohttp.ClientError as exc:
-            raise UpstreamFailure(upstream.name, f"connection failed ({type(exc).__name__})") from exc
-        if response.status in (401, 429) or response.status >= 500:
-            status = response.status
-            try:
-                await response.read()
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-            response.release()
-            raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status)
-        return response
+        return self._session

@@ -28,7 +28,8 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.errors import InvalidRequest
-from translators.chat.fastpath import OpenAIFastPath, peek_request, rough_request
+from gateway.relay_call import ClientCall
+from translators.chat.fastpath import OpenAIFastPath
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
 from translators.chat.response import DONE, SSE_CONTENT_TYPE, sse_error, sse_event
 from translators.chat.validation import decode, require, stop_list, unknown_fields
@@ -151,21 +152,22 @@ class CompletionStreamEncoder:
 
 
 class CompletionsFrontend(OpenAIFastPath):
-    """One instance per request (the fast path remembers whether the model was aliased)."""
+    """Stateless: ``COMPLETIONS`` serves every request."""
 
     family = "chat"
     upstream_path = "/v1/completions"
 
-    def decode_request(self, body: bytes, path_model: str | None, stream_hint: bool) -> ChatRequest:
+    def decode_request(self, call: ClientCall) -> ChatRequest:
         try:
-            return decode_completion_request(body)
-        except InvalidRequest:
-            if not self._forwarded:
-                raise
-            return rough_request(body, peek_request(body, path_model).model)  # see ChatFrontend
+            return decode_completion_request(call.body)
+        except InvalidRequest as err:
+            return self.lenient(call, err)
 
     def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes:
         return encode_completion_response(response, request)
 
-    def stream_encoder(self, request: ChatRequest) -> CompletionStreamEncoder:
+    def stream_encoder(self, request: ChatRequest, call: ClientCall) -> CompletionStreamEncoder:
         return CompletionStreamEncoder(request)
+
+
+COMPLETIONS = CompletionsFrontend()

@@ -7,8 +7,8 @@ client streams without ``stream_options.include_usage`` (the gateway asks for us
 bill it, and drops the usage-only chunk the client did not ask for); either costs one
 ``orjson`` round trip of the body. Unknown vendor fields therefore always reach the upstream.
 
-A Frontend instance serves one request: ``fast_request`` remembers whether the model was aliased,
-which ``fast_stream`` and ``fast_response`` need to restore the public id.
+Frontends are stateless: whether the model was aliased (so that ``fast_stream`` and
+``fast_response`` restore the public id) is read from the per-call ``ClientCall``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import orjson
 
 from gateway.canonical import ChatRequest, Message, TextPart, Usage
 from gateway.errors import InvalidRequest
+from gateway.relay_call import ClientCall
 from gateway.tokens import estimate_body_tokens
 from gateway.translation import RequestView, UpstreamCall
 from translators.chat.mapping import usage_from_wire
@@ -87,32 +88,38 @@ def rough_request(body: bytes, model: str) -> ChatRequest:
     return ChatRequest(model=model, messages=[Message(role="user", parts=[TextPart(text)])])
 
 
+def _aliased(call: ClientCall) -> bool:
+    return call.upstream_model is not None and call.upstream_model != call.view.model
+
+
 class OpenAIFastPath:
-    """Frontend methods of the fast path, shared by chat and legacy completions."""
+    """Frontend methods of the fast path, shared by chat and legacy completions (stateless)."""
 
     upstream_path = "/v1/chat/completions"
-
-    def __init__(self) -> None:
-        self._aliased = False
-        self._forwarded = False  # a same-format upstream got the bytes: decode only for estimates
 
     def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
         return peek_request(body, path_model)
 
-    def fast_request(self, body: bytes, view: RequestView, upstream_model: str) -> UpstreamCall:
-        self._aliased = upstream_model != view.model
-        self._forwarded = True
-        return UpstreamCall(path=self.upstream_path, body=forward_body(body, view, upstream_model))
+    def lenient(self, call: ClientCall, error: InvalidRequest) -> ChatRequest:
+        """After a same-format upstream accepted the bytes, the canonical form is only wanted for
+        an offline estimate, so an untranslatable part must not fail the call."""
+        if not call.forwarded:
+            raise error
+        return rough_request(call.body, call.view.model)
+
+    def fast_request(self, call: ClientCall) -> UpstreamCall:
+        upstream_model = call.upstream_model or call.view.model
+        return UpstreamCall(path=self.upstream_path, body=forward_body(call.body, call.view, upstream_model))
 
     def fast_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)
 
-    def fast_stream(self, view: RequestView) -> FastStream:
-        return FastStream(strip_usage=not view.stream_usage,
-                          public_model=view.model if self._aliased else None)
+    def fast_stream(self, call: ClientCall) -> FastStream:
+        return FastStream(strip_usage=not call.view.stream_usage,
+                          public_model=call.view.model if _aliased(call) else None)
 
-    def fast_response(self, body: bytes, view: RequestView, public_model: str) -> bytes:
-        return replace_model(body, public_model, count=1) if self._aliased else body
+    def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
+        return replace_model(body, public_model, count=1) if _aliased(call) else body
 
 
 class FastStream:

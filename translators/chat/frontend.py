@@ -4,29 +4,29 @@ from __future__ import annotations
 
 from gateway.canonical import ChatRequest, ChatResponse
 from gateway.errors import InvalidRequest
-from translators.chat.fastpath import OpenAIFastPath, peek_request, rough_request
+from gateway.relay_call import ClientCall
+from translators.chat.fastpath import OpenAIFastPath
 from translators.chat.request import decode_chat_request
 from translators.chat.response import ChatStreamEncoder, encode_chat_response
 
 
 class ChatFrontend(OpenAIFastPath):
-    """One instance per request (the fast path remembers whether the model was aliased)."""
+    """Stateless: ``CHAT`` serves every request."""
 
     family = "chat"
     upstream_path = "/v1/chat/completions"
 
-    def decode_request(self, body: bytes, path_model: str | None, stream_hint: bool) -> ChatRequest:
+    def decode_request(self, call: ClientCall) -> ChatRequest:
         try:
-            return decode_chat_request(body)
-        except InvalidRequest:
-            if not self._forwarded:
-                raise
-            # A same-format upstream already accepted these bytes; the canonical form is only
-            # wanted for an offline estimate, so an untranslatable part must not fail the call.
-            return rough_request(body, peek_request(body, path_model).model)
+            return decode_chat_request(call.body)
+        except InvalidRequest as err:
+            return self.lenient(call, err)
 
     def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes:
         return encode_chat_response(response, request)
 
-    def stream_encoder(self, request: ChatRequest) -> ChatStreamEncoder:
+    def stream_encoder(self, request: ChatRequest, call: ClientCall) -> ChatStreamEncoder:
         return ChatStreamEncoder(request)
+
+
+CHAT = ChatFrontend()

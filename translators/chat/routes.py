@@ -1,7 +1,7 @@
 """The family's generation endpoints: chat completions, legacy completions and embeddings.
 
-Each request gets its own Frontend instance: the fast path remembers per request whether the
-model id was aliased. ``GET /v1/models`` lives in ``translators.chat.models_routes``.
+The frontends are stateless singletons (per-request state lives in the relay's ``ClientCall``).
+``GET /v1/models`` lives in ``translators.chat.models_routes``.
 """
 
 from __future__ import annotations
@@ -11,23 +11,23 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.http import endpoint
-from translators.chat.completions import CompletionsFrontend
+from translators.chat.completions import COMPLETIONS
 from translators.chat.embeddings import ChatEmbeddingFrontend
-from translators.chat.frontend import ChatFrontend
+from translators.chat.frontend import CHAT
 
 
 @endpoint("chat")
 async def chat_completions(request: Request) -> Response:
     from gateway.relay import serve_generate  # the pipeline imports the plugins, not the reverse
 
-    return await serve_generate(request, ChatFrontend())
+    return await serve_generate(request, CHAT)
 
 
 @endpoint("chat")
 async def completions(request: Request) -> Response:
     from gateway.relay import serve_generate
 
-    return await serve_generate(request, CompletionsFrontend())
+    return await serve_generate(request, COMPLETIONS)
 
 
 @endpoint("chat")

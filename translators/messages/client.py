@@ -1,46 +1,59 @@
 """The Frontend of the message-protocol family (``POST /v1/messages``).
 
-One instance serves one request: it is built by the route with the client's ``anthropic-beta`` /
-``vendorb-beta`` header value, which both paths pass upstream (the fast path as the header itself,
-the translated path through ``ChatRequest.extra["anthropic-beta"]``, see ``request``).
+Stateless: ``MESSAGES`` serves every request. The client's ``anthropic-beta`` / ``vendorb-beta``
+header values are read from the per-call ``ClientCall`` and passed upstream by both paths (the
+fast path as the header itself, the translated path through ``ChatRequest.extra["anthropic-beta"]``,
+see ``request``).
 """
 
 from __future__ import annotations
 
+from starlette.datastructures import Headers
+
 from gateway.canonical import ChatRequest, ChatResponse, Usage
+from gateway.relay_call import ClientCall
 from gateway.translation import RequestView, UpstreamCall
 from translators.messages import fastpath, request, response
 from translators.messages.stream_encode import MessagesStreamEncoder
+
+BETA_HEADERS = ("anthropic-beta", "vendorb-beta")
+
+
+def beta_header(headers: Headers) -> str | None:
+    """The client's beta tags (both header spellings, repeated headers joined by commas)."""
+    values = [v.strip() for name in BETA_HEADERS for v in headers.getlist(name) if v.strip()]
+    return ",".join(values) if values else None
 
 
 class MessagesFrontend:
     family = "messages"
 
-    def __init__(self, beta: str | None = None) -> None:
-        self.beta = beta or None
-
     def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
         return request.peek(body)
 
-    def decode_request(self, body: bytes, path_model: str | None, stream_hint: bool) -> ChatRequest:
-        return request.decode(body, self.beta)
+    def decode_request(self, call: ClientCall) -> ChatRequest:
+        return request.decode(call.body, beta_header(call.headers))
 
     def encode_response(self, response_: ChatResponse, request_: ChatRequest) -> bytes:
         return response.encode_response(response_, request_)
 
-    def stream_encoder(self, request_: ChatRequest) -> MessagesStreamEncoder:
+    def stream_encoder(self, request_: ChatRequest, call: ClientCall) -> MessagesStreamEncoder:
         return MessagesStreamEncoder(request_)
 
     # --- same-format fast path -------------------------------------------------------------------
 
-    def fast_request(self, body: bytes, view: RequestView, upstream_model: str) -> UpstreamCall:
-        return fastpath.fast_request(body, view, upstream_model, self.beta)
+    def fast_request(self, call: ClientCall) -> UpstreamCall:
+        return fastpath.fast_request(call.body, call.view, call.upstream_model or call.view.model,
+                                     beta_header(call.headers))
 
     def fast_usage(self, body: bytes) -> Usage | None:
         return fastpath.fast_usage(body)
 
-    def fast_stream(self, view: RequestView) -> fastpath.FastStream:
-        return fastpath.FastStream(view.model)
+    def fast_stream(self, call: ClientCall) -> fastpath.FastStream:
+        return fastpath.FastStream(call.view.model)
 
-    def fast_response(self, body: bytes, view: RequestView, public_model: str) -> bytes:
+    def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         return fastpath.fast_response(body, public_model)
+
+
+MESSAGES = MessagesFrontend()

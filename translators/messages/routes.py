@@ -15,21 +15,13 @@ from starlette.routing import BaseRoute, Route
 from gateway.http import endpoint, get_gateway, json_response, read_json_body
 from gateway.tokens import estimate_request_tokens
 from translators.messages import request as request_decoder
-from translators.messages.client import MessagesFrontend
-
-BETA_HEADERS = ("anthropic-beta", "vendorb-beta")
-
-
-def beta_header(request: Request) -> str | None:
-    """The client's beta tags (both header spellings, repeated headers joined by commas)."""
-    values = [v.strip() for name in BETA_HEADERS for v in request.headers.getlist(name) if v.strip()]
-    return ",".join(values) if values else None
+from translators.messages.client import MESSAGES
 
 
 async def create_message(request: Request) -> Response:
     from gateway.relay import serve_generate  # the pipeline imports the plugins, not the reverse
 
-    return await serve_generate(request, MessagesFrontend(beta_header(request)))
+    return await serve_generate(request, MESSAGES)
 
 
 @endpoint("messages")

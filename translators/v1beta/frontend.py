@@ -1,7 +1,7 @@
 """The client-facing side of the family: ``generateContent`` and ``streamGenerateContent``.
 
-One Frontend is made per request (``V1betaFrontend(sse=...)``): whether a stream is SSE
-(``?alt=sse``) or one incrementally sent JSON array depends on the request's query.
+Stateless: ``V1BETA`` serves every request. Whether a stream is SSE (``?alt=sse``) or one
+incrementally sent JSON array is read from the call's query (``ClientCall``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import msgspec
 from gateway.canonical import ChatRequest, ChatResponse, Usage
 from gateway.errors import InvalidRequest
 from gateway.http import decode_body
+from gateway.relay_call import ClientCall
 from gateway.tokens import estimate_body_tokens
 from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
 from translators.v1beta import wire
@@ -39,13 +40,12 @@ def encode_response(response: ChatResponse, request: ChatRequest) -> bytes:
                          "modelVersion": response.model, "responseId": response.id})
 
 
+def _sse(call: ClientCall) -> bool:
+    return call.query.get("alt") == "sse"
+
+
 class V1betaFrontend:
     family = "v1beta"
-
-    def __init__(self, *, sse: bool = True) -> None:
-        self.sse = sse
-        self._upstream_model: str | None = None
-        self._fast: GeminiFastStream | None = None
 
     def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
         model = model_from_path(path_model)
@@ -57,38 +57,40 @@ class V1betaFrontend:
                            input_tokens_estimate=estimate_body_tokens(body), stream_usage=True,
                            candidates=n or 1)
 
-    def decode_request(self, body: bytes, path_model: str | None, stream_hint: bool) -> ChatRequest:
-        return decode_generate_request(body, path_model, stream_hint)
+    def decode_request(self, call: ClientCall) -> ChatRequest:
+        return decode_generate_request(call.body, call.path_model, call.stream_hint)
 
     def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes:
         return encode_response(response, request)
 
-    def stream_encoder(self, request: ChatRequest) -> StreamEncoder:
-        encoder = GeminiStreamEncoder(request, sse=self.sse)
-        if self._fast is not None:
+    def stream_encoder(self, request: ChatRequest, call: ClientCall) -> StreamEncoder:
+        encoder = GeminiStreamEncoder(request, sse=_sse(call))
+        if isinstance(call.fast_stream, GeminiFastStream):
             # Asked for after a fast-path stream broke, to write the in-band error: it continues
             # the upstream's bytes already relayed.
-            encoder.error_prefix = self._fast.array_error_prefix()
+            encoder.error_prefix = call.fast_stream.array_error_prefix()
         return encoder
 
     # --- same-format fast path --------------------------------------------------------------
 
-    def fast_request(self, body: bytes, view: RequestView, upstream_model: str) -> UpstreamCall:
-        self._upstream_model = upstream_model
-        if not view.stream:
-            return UpstreamCall(path=model_path(upstream_model, "generateContent"), body=body)
-        method = "streamGenerateContent?alt=sse" if self.sse else "streamGenerateContent"
-        return UpstreamCall(path=model_path(upstream_model, method), body=body)
+    def fast_request(self, call: ClientCall) -> UpstreamCall:
+        upstream_model = call.upstream_model or call.view.model
+        if not call.view.stream:
+            return UpstreamCall(path=model_path(upstream_model, "generateContent"), body=call.body)
+        method = "streamGenerateContent?alt=sse" if _sse(call) else "streamGenerateContent"
+        return UpstreamCall(path=model_path(upstream_model, method), body=call.body)
 
     def fast_usage(self, body: bytes) -> Usage | None:
         return usage_of(body)
 
-    def fast_stream(self, view: RequestView) -> FastPathStream:
-        self._fast = GeminiFastStream()
-        return self._fast
+    def fast_stream(self, call: ClientCall) -> FastPathStream:
+        return GeminiFastStream()
 
-    def fast_response(self, body: bytes, view: RequestView, public_model: str) -> bytes:
-        upstream = self._upstream_model
+    def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
+        upstream = call.upstream_model
         if upstream is not None and upstream.removeprefix("models/") != public_model:
             return restore_model_version(body, upstream.removeprefix("models/"), public_model)
         return body
+
+
+V1BETA = V1betaFrontend()

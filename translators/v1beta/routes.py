@@ -24,7 +24,7 @@ from gateway.http import decode_body, endpoint, get_gateway, json_response, read
 from gateway.tokens import estimate_request_tokens
 from translators.v1beta.client import decode_generate_request, model_from_path
 from translators.v1beta.embeddings import V1betaEmbeddingFrontend
-from translators.v1beta.frontend import V1betaFrontend
+from translators.v1beta.frontend import V1BETA
 from translators.v1beta.models_list import get_model, list_models
 
 GENERATE = ("generateContent", "streamGenerateContent")
@@ -52,8 +52,7 @@ async def model_method(request: Request) -> Response:
     model = model_from_path(request.path_params["model"])
     method = request.path_params["method"]
     if method in GENERATE:
-        frontend = V1betaFrontend(sse=request.query_params.get("alt") == "sse")
-        return await serve_generate(request, frontend, path_model=model,
+        return await serve_generate(request, V1BETA, path_model=model,
                                     stream_hint=method == "streamGenerateContent")
     if method in EMBED:
         return await serve_embeddings(request, V1betaEmbeddingFrontend(batch=method == "batchEmbedContents"),

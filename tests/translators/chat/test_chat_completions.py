@@ -23,6 +23,7 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.errors import InvalidRequest
+from tests.relay.calls import client_call, forwarded
 from translators.chat.completions import (
     CompletionsFrontend,
     CompletionStreamEncoder,
@@ -129,10 +130,12 @@ def test_stream_encoder(usage: bool) -> None:
 def test_frontend_wiring() -> None:
     frontend = CompletionsFrontend()
     assert frontend.family == "chat"
-    req = frontend.decode_request(body(), None, False)
-    assert frontend.stream_encoder(req).content_type == "text/event-stream"
+    call = client_call(frontend, body())
+    req = call.canonical()
+    assert frontend.stream_encoder(req, call).content_type == "text/event-stream"
     many = body(prompt=["a", "b"])
     with pytest.raises(InvalidRequest):
-        frontend.decode_request(many, None, False)
-    frontend.fast_request(many, frontend.peek(many, None, False), "m")
-    assert frontend.decode_request(many, None, False).model == "m"  # only for estimates now
+        client_call(frontend, many).canonical()
+    call = forwarded(client_call(frontend, many), "m")
+    frontend.fast_request(call)
+    assert call.canonical().model == "m"  # only for estimates now

@@ -12,6 +12,7 @@ import pytest
 from gateway.canonical import Usage
 from gateway.errors import InvalidRequest
 from gateway.translation import RequestView
+from tests.relay.calls import client_call, forwarded
 from translators.chat import request as request_module
 from translators.chat.completions import CompletionsFrontend
 from translators.chat.fastpath import FastStream, replace_model
@@ -62,24 +63,24 @@ def test_non_stream_request_forwards_the_very_bytes_without_decoding_messages(
     monkeypatch.setattr(request_module, "decode_chat_request", refuse)
     monkeypatch.setattr(orjson, "loads", refuse)
     frontend = ChatFrontend()
-    view = frontend.peek(raw, None, False)
-    call = frontend.fast_request(raw, view, "public")
+    client = forwarded(client_call(frontend, raw), "public")
+    call = frontend.fast_request(client)
     assert call.path == "/v1/chat/completions"
     assert call.body is raw  # untouched: unknown vendor fields reach the upstream as sent
     answer = (SAMPLES / "chat_response_tools.json").read_bytes()
-    assert frontend.fast_response(answer, view, "public") is answer
+    assert frontend.fast_response(answer, client, "public") is answer
     assert frontend.fast_usage(answer) == Usage(input_tokens=82, output_tokens=17, cache_read_tokens=64)
 
 
 def test_aliased_model_is_rewritten_both_ways() -> None:
     raw = body(x_vendor=1)
     frontend = ChatFrontend()
-    view = frontend.peek(raw, None, False)
-    call = frontend.fast_request(raw, view, "upstream-id")
+    client = forwarded(client_call(frontend, raw), "upstream-id")
+    call = frontend.fast_request(client)
     sent = orjson.loads(call.body)
     assert sent["model"] == "upstream-id" and sent["x_vendor"] == 1 and "stream_options" not in sent
     answer = (SAMPLES / "chat_response_tools.json").read_bytes()
-    back = orjson.loads(frontend.fast_response(answer, view, "public"))
+    back = orjson.loads(frontend.fast_response(answer, client, "public"))
     assert back["model"] == "public"
     assert back["choices"] == orjson.loads(answer)["choices"]
 
@@ -87,12 +88,10 @@ def test_aliased_model_is_rewritten_both_ways() -> None:
 def test_stream_without_usage_asks_the_upstream_for_it() -> None:
     raw = body(stream=True, stream_options={"include_obfuscation": False})
     frontend = ChatFrontend()
-    view = frontend.peek(raw, None, False)
-    sent = orjson.loads(frontend.fast_request(raw, view, "public").body)
+    sent = orjson.loads(frontend.fast_request(forwarded(client_call(frontend, raw), "public")).body)
     assert sent["stream_options"] == {"include_obfuscation": False, "include_usage": True}
     with_usage = body(stream=True, stream_options={"include_usage": True})
-    view = frontend.peek(with_usage, None, False)
-    assert frontend.fast_request(with_usage, view, "public").body is with_usage
+    assert frontend.fast_request(forwarded(client_call(frontend, with_usage), "public")).body is with_usage
 
 
 def test_legacy_completions_use_their_own_path() -> None:
@@ -100,7 +99,7 @@ def test_legacy_completions_use_their_own_path() -> None:
     frontend = CompletionsFrontend()
     view = frontend.peek(raw, None, False)
     assert view.max_tokens == 5 and view.candidates == 2  # best_of candidates are generated and billed
-    call = frontend.fast_request(raw, view, "public")
+    call = frontend.fast_request(forwarded(client_call(frontend, raw), "public"))
     assert call.path == "/v1/completions" and call.body is raw
 
 
@@ -179,9 +178,9 @@ def test_aliased_stream_restores_the_public_model() -> None:
 def test_fast_stream_from_frontend_knows_about_aliasing() -> None:
     frontend = ChatFrontend()
     raw = body(stream=True)
-    view = frontend.peek(raw, None, False)
-    frontend.fast_request(raw, view, "upstream-id")
-    out = relay(frontend.fast_stream(view), [STREAM])
+    call = forwarded(client_call(frontend, raw), "upstream-id")
+    frontend.fast_request(call)
+    out = relay(frontend.fast_stream(call), [STREAM])
     assert b'"model":"public"' in out and b"gpt-4o-mini" not in out
     assert b'"choices":[]' not in out  # the client did not ask for usage
 

@@ -19,6 +19,7 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
+from tests.relay.calls import client_call, forwarded
 from translators.chat.frontend import ChatFrontend
 from translators.chat.request import decode_chat_request
 
@@ -198,8 +199,8 @@ def test_frontend_is_lenient_only_after_forwarding() -> None:
                                                        "input_audio": {"data": "AAA", "format": "wav"}}]}])
     frontend = ChatFrontend()
     with pytest.raises(InvalidRequest):
-        frontend.decode_request(raw, None, False)
-    view = frontend.peek(raw, None, False)
-    frontend.fast_request(raw, view, "m")
-    rough = frontend.decode_request(raw, None, False)
+        client_call(frontend, raw).canonical()
+    call = forwarded(client_call(frontend, raw), "m")
+    frontend.fast_request(call)
+    rough = call.canonical()
     assert rough.model == "m" and rough.messages[0].role == "user"

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import InvalidRequest
+from tests.relay.calls import client_call, forwarded
 from translators.messages import request
 from translators.messages.client import MessagesFrontend
 from translators.messages.stream_decode import MessagesStreamDecoder
@@ -60,20 +61,20 @@ def test_mutated_requests_only_raise_invalid_request(sample: Callable[[str], byt
                 continue
             if decode is request.decode:
                 adapter.build_request(canonical, "m")  # what is accepted can be translated
-                MessagesFrontend().fast_request(body, request.peek(body), "other")
+                MessagesFrontend().fast_request(forwarded(client_call(MessagesFrontend(), body), "other"))
 
 
 def test_garbage_streams_never_raise(sample: Callable[[str], bytes]) -> None:
     rng = random.Random(11)
     data = bytearray(sample("stream_full.sse"))
     frontend = MessagesFrontend()
-    view = frontend.peek(MINIMAL, None, False)
+    call = client_call(frontend, MINIMAL)
     for _ in range(200):
         broken = bytearray(data)
         for _ in range(rng.randint(1, 8)):
             broken[rng.randrange(len(broken))] = rng.randrange(256)
         decoder = MessagesStreamDecoder()
-        fast = frontend.fast_stream(view)
+        fast = frontend.fast_stream(call)
         for i in range(0, len(broken), 37):
             decoder.feed(bytes(broken[i:i + 37]))
             fast.feed(bytes(broken[i:i + 37]))
@@ -84,8 +85,8 @@ def test_garbage_streams_never_raise(sample: Callable[[str], bytes]) -> None:
 
 def test_garbage_answers_never_raise_unexpectedly(sample: Callable[[str], bytes]) -> None:
     frontend = MessagesFrontend()
-    view = frontend.peek(MINIMAL, None, False)
+    call = forwarded(client_call(frontend, MINIMAL), "m")
     for body in (b"", b"[]", b"{", b'{"usage": 5}', b'{"model": 5}', b'{"content": "x"}', b"\xff"):
         assert frontend.fast_usage(body) is None
-        frontend.fast_response(body, view, "m")
+        frontend.fast_response(body, call, "m")
         assert isinstance(MessagesAdapter().error_message(body), str)

@@ -17,6 +17,7 @@ from gateway.canonical import (
     Usage,
 )
 from gateway.canonical import Thinking as ThinkingCfg
+from tests.relay.calls import client_call, forwarded
 from translators.v1beta.frontend import V1betaFrontend
 from translators.v1beta.stream_decode import GeminiStreamDecoder
 
@@ -40,17 +41,16 @@ def chunkings(data: bytes, seed: int = 11) -> list[list[bytes]]:
 
 
 def test_fast_request_keeps_bytes_and_framing() -> None:
-    front = V1betaFrontend(sse=True)
-    view = front.peek(BODY, "pub", False)
-    call = front.fast_request(BODY, view, "pub")
+    front = V1betaFrontend()
+    call = front.fast_request(forwarded(client_call(front, BODY, path_model="pub", query="alt=sse"), "pub"))
     assert call.body is BODY and call.path == "/v1beta/models/pub:generateContent"
-    stream_view = front.peek(BODY, "pub", True)
+    streamed = client_call(front, BODY, path_model="pub", stream_hint=True, query="alt=sse")
     assert (
-        front.fast_request(BODY, stream_view, "models/real-model").path
+        front.fast_request(forwarded(streamed, "models/real-model")).path
         == "/v1beta/models/real-model:streamGenerateContent?alt=sse"
     )
-    array = V1betaFrontend(sse=False)
-    assert array.fast_request(BODY, stream_view, "pub").path == "/v1beta/models/pub:streamGenerateContent"
+    array = forwarded(client_call(front, BODY, path_model="pub", stream_hint=True), "pub")
+    assert front.fast_request(array).path == "/v1beta/models/pub:streamGenerateContent"
 
 
 def test_fast_usage_and_response() -> None:
@@ -61,22 +61,23 @@ def test_fast_usage_and_response() -> None:
     )
     assert front.fast_usage(b'{"candidates": []}') is None
     assert front.fast_usage(b"garbage") is None
-    view = front.peek(BODY, "pub", False)
-    front.fast_request(BODY, view, "pub")
-    assert front.fast_response(body, view, "pub") is body  # not aliased: untouched
+    call = forwarded(client_call(front, BODY, path_model="pub"), "pub")
+    front.fast_request(call)
+    assert front.fast_response(body, call, "pub") is body  # not aliased: untouched
 
 
 def test_fast_response_restores_aliased_model() -> None:
     front = V1betaFrontend()
-    view = front.peek(BODY, "my-alias", False)
-    front.fast_request(BODY, view, "gemini-2.5-pro")
-    out = front.fast_response(sample("response_thinking_tool.json"), view, "my-alias")
+    call = forwarded(client_call(front, BODY, path_model="my-alias"), "gemini-2.5-pro")
+    front.fast_request(call)
+    out = front.fast_response(sample("response_thinking_tool.json"), call, "my-alias")
     assert orjson.loads(out)["modelVersion"] == "my-alias"
 
 
 def run_fast(chunks: list[bytes], sse: bool) -> tuple[bytes, Usage | None, bool]:
-    front = V1betaFrontend(sse=sse)
-    stream = front.fast_stream(front.peek(BODY, "pub", True))
+    front = V1betaFrontend()
+    stream = front.fast_stream(client_call(front, BODY, path_model="pub", stream_hint=True,
+                                           query="alt=sse" if sse else ""))
     out = b"".join(stream.feed(c) for c in chunks) + stream.close()
     return out, stream.usage, stream.complete
 
@@ -109,10 +110,12 @@ def test_fast_stream_error_continues_the_array() -> None:
     """After a broken fast-path array stream, the in-band error keeps the client's JSON valid."""
     data = sample("stream_tools.json")
     head = data[: data.index(b"\n,\n") + 3]
-    front = V1betaFrontend(sse=False)
-    stream = front.fast_stream(front.peek(BODY, "pub", True))
+    front = V1betaFrontend()
+    call = client_call(front, BODY, path_model="pub", stream_hint=True)
+    stream = call.fast_stream = front.fast_stream(call)
     relayed = stream.feed(head)
-    tail = front.stream_encoder(ChatRequest(model="pub", messages=[])).error(502, "upstream_error", "cut")
+    encoder = front.stream_encoder(ChatRequest(model="pub", messages=[]), call)
+    tail = encoder.error(502, "upstream_error", "cut")
     parsed = orjson.loads(relayed + tail)
     assert parsed[-1]["error"]["code"] == 502
 

@@ -1,0 +1,195 @@
+"""The one upstream-attempt path: build a call for a target, send it, read it, fail over.
+
+Every relay (whole answers, streams, embeddings) goes through ``attempt``: for each target in
+routing order (wrapping around, up to ``routing.max_attempts`` tries) it builds the upstream call,
+``send``s it and reads the answer with the caller's ``Reader`` (the whole body, or a stream's first
+chunk). Only an ``UpstreamFailure`` (nothing reached the client yet: connect error, timeout before
+the first byte, 401/429/5xx, a read that broke) moves on to the next target and cools the failed
+one down; an upstream's other 4xx is relayed (``relay_error``) in the client's envelope.
+
+aiohttp's errors are turned into gateway errors here and nowhere else: ``upstream_io`` maps
+``aiohttp.ClientError`` and ``TimeoutError`` to ``UpstreamFailure`` (``raise ... from exc``), both
+before the first byte and in the middle of a relayed stream (where the relay ends the stream as
+cut instead of failing over).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, TypeVar
+
+import aiohttp
+
+from gateway.canonical import EmbeddingRequest
+from gateway.errors import GatewayError, UpstreamError, UpstreamHTTPError
+from gateway.translation import EmbeddingFrontend, UpstreamCall
+
+if TYPE_CHECKING:
+    from gateway.relay_call import CallContext, ClientCall
+    from gateway.upstream.pool import Target, UpstreamPool
+
+T = TypeVar("T")
+
+REQUEST_ID_HEADER = "X-Service-Request-Id"
+_USER_AGENT = "model-gateway/0.1"
+
+Reader = Callable[["Target", aiohttp.ClientResponse], Awaitable[T]]
+
+
+class UpstreamFailure(Exception):
+    """A failed attempt that may be retried on another upstream (never reaches the client)."""
+
+    def __init__(self, upstream: str, reason: str, status: int | None = None) -> None:
+        super().__init__(f"{upstream}: {reason}")
+        self.upstream = upstream
+        self.reason = reason
+        self.status = status
+
+
+class upstream_io:  # lower case: used like a function, ``with upstream_io(name, "..."):``
+    """The one place aiohttp's errors become gateway errors: inside the block, a client error or a
+    timeout of upstream ``name`` raises ``UpstreamFailure`` (chained). A class, not a generator
+    context manager, because the stream relay enters it around its whole read loop and it should
+    cost nothing per chunk either way."""
+
+    __slots__ = ("_doing", "_name")
+
+    def __init__(self, name: str, doing: str) -> None:
+        self._name = name
+        self._doing = doing  # what was going on, for the failure's reason: "connecting", ...
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
+        if isinstance(exc, TimeoutError):
+            raise UpstreamFailure(self._name, f"timed out {self._doing}") from exc
+        if isinstance(exc, aiohttp.ClientError):
+            raise UpstreamFailure(self._name, f"failed {self._doing} ({type(exc).__name__})") from exc
+        return False
+
+
+async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
+                        request_id: str) -> aiohttp.ClientResponse:
+    """Send one request and wait for the response headers (first byte), within the upstream's
+    connect and first-byte timeouts; later reads are bounded by its idle timeout. Retryable
+    failures raise UpstreamFailure: connection errors, timeouts, 429, 5xx, and 401 (the upstream
+    refuses the gateway's own credential: an operator's problem, never relayed, since vendors echo
+    parts of the key in that message). A 2xx or other 4xx response is returned open (the caller
+    releases it)."""
+    upstream = target.upstream
+    headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT, REQUEST_ID_HEADER: request_id}
+    headers.update(pool.adapter(target.protocol).auth_headers(upstream.api_key))
+    headers.update(call.headers)
+    timeouts = upstream.timeouts
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s,
+                                    connect=timeouts.connect_s + timeouts.first_byte_s,
+                                    sock_read=timeouts.idle_s)
+    url = upstream.base_url.rstrip("/") + call.path
+    session = pool.session
+    with upstream_io(upstream.name, "before the first byte"):
+        async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
+            response = await session.post(url, data=call.body, headers=headers, timeout=timeout,
+                                           allow_redirects=False)
+    if response.status in (401, 429) or response.status >= 500:
+        status = response.status
+        try:
+            with upstream_io(upstream.name, "reading an error answer"):
+                await response.read()
+        except UpstreamFailure:
+            pass  # it failed anyway; the status says why
+        finally:
+            response.release()
+        raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status)
+    return response
+
+
+async def relay_error(pool: UpstreamPool, target: Target, response: aiohttp.ClientResponse) -> GatewayError:
+    """An upstream's non-retryable 4xx, as an error in the client's envelope."""
+    try:
+        with upstream_io(target.name, "reading an error answer"):
+            body = await response.read()
+    finally:
+        response.release()
+    message = pool.adapter(target.protocol).error_message(body)
+    return UpstreamHTTPError(response.status, message or f"The upstream answered HTTP {response.status}.")
+
+
+async def read_body(target: Target, response: aiohttp.ClientResponse) -> bytes:
+    """A ``Reader``: the whole answer body (the connection goes back to the pool)."""
+    try:
+        with upstream_io(target.name, "reading the body"):
+            return await response.read()
+    finally:
+        response.release()
+
+
+async def read_first_chunk(target: Target, response: aiohttp.ClientResponse) -> bytes:
+    """A ``Reader`` for streams: the first chunk, proof that the stream started. The response stays
+    open for the relay; on failure it is closed (dropping the connection)."""
+    try:
+        with upstream_io(target.name, "before the first chunk"):
+            first = await response.content.readany()
+    except BaseException:
+        response.close()
+        raise
+    if not first:
+        response.close()
+        raise UpstreamFailure(target.name, "stream closed before the first chunk")
+    return first
+
+
+async def send(ctx: CallContext, target: Target, call: UpstreamCall, read: Reader[T]) -> T:
+    """One attempt on one target: open, relay a 4xx as the client's error, read."""
+    pool = ctx.gateway.upstreams
+    response = await open_response(pool, target, call, ctx.request_id)
+    if response.status >= 400:
+        raise await relay_error(pool, target, response)
+    result = await read(target, response)
+    ctx.mark_first_byte()
+    return result
+
+
+async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Target], UpstreamCall],
+                  read: Reader[T]) -> tuple[Target, T]:
+    """Try the targets in order (wrapping around) for up to ``routing.max_attempts`` tries; only
+    UpstreamFailure moves on to the next one. Returns the target that answered and what ``read``
+    made of its answer."""
+    pool = ctx.gateway.upstreams
+    max_attempts = ctx.gateway.config.routing.max_attempts
+    last: UpstreamFailure | None = None
+    for n in range(max(max_attempts, 1)):
+        target = targets[n % len(targets)]
+        ctx.attempts += 1
+        ctx.upstream = target.name
+        try:
+            result = await send(ctx, target, build(target), read)
+        except UpstreamFailure as failure:
+            pool.mark_failure(target.name)
+            last = failure
+            continue
+        pool.mark_success(target.name)
+        return target, result
+    reason = last.reason if last else "no upstream available"
+    raise UpstreamError(f"The upstream failed after {ctx.attempts} attempt(s): {reason}.")
+
+
+def build_call(call: ClientCall, pool: UpstreamPool, target: Target) -> UpstreamCall:
+    """The upstream request of a generation for ``target``: the client's own bytes when the target
+    speaks the client's format (the fast path), else the canonical request in its protocol."""
+    if target.protocol == call.frontend.family:
+        call.forwarded = True
+        call.upstream_model = target.upstream_model
+        return call.frontend.fast_request(call)
+    return pool.adapter(target.protocol).build_request(call.canonical(), target.upstream_model)
+
+
+def build_embedding_call(frontend: EmbeddingFrontend, request: EmbeddingRequest, body: bytes,
+                         pool: UpstreamPool, target: Target) -> UpstreamCall:
+    """The upstream request of an embedding call for ``target`` (fast path as for generations)."""
+    if target.protocol == frontend.family:
+        return frontend.fast_embedding_request(body, request, target.upstream_model)
+    return pool.adapter(target.protocol).build_embedding_request(request, target.upstream_model)
