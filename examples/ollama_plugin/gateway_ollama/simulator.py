@@ -43,7 +43,8 @@ SIDE = OllamaSide()
 
 def _convert(ctx: Ctx, type_: type[S]) -> S:
     try:
-        return msgspec.convert(ctx.body, type_)
+        # Through JSON rather than ``convert``: tool arguments are read as raw JSON.
+        return msgspec.json.decode(msgspec.json.encode(ctx.body), type=type_)
     except msgspec.ValidationError as exc:
         raise BadRequest(str(exc)) from exc
 
@@ -119,7 +120,7 @@ async def _answer(ctx: Ctx, reply: _Reply, stream: bool | None, chat: bool) -> w
             if thinking:
                 message["thinking"] = thinking
             if calls:
-                message["tool_calls"] = [msgspec.to_builtins(c) for c in calls]
+                message["tool_calls"] = [msgspec.json.decode(msgspec.json.encode(c)) for c in calls]
             head["message"] = message
         else:
             head["response"] = text
