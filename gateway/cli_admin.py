@@ -204,6 +204,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("user_id", type=int)
     p.add_argument("amount_usd", type=float)
     p.set_defaults(func=_command(_users_topup))
+    from gateway import cli_admin_ops  # imports this module: loaded once the helpers above exist
+
+    cli_admin_ops.add_user_commands(users)
 
     keys = sub.add_parser("keys", help="create, list, update and delete API keys").add_subparsers(
         dest="action", required=True, metavar="ACTION")
@@ -231,3 +234,4 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = _common(sub.add_parser("audit", help="check balances against the ledger (exit 1 on problems)"))
     p.set_defaults(func=_audit)
+    cli_admin_ops.add_commands(sub)
