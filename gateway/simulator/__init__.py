@@ -1,10 +1,15 @@
-"""Upstream simulator: a loopback aiohttp server impersonating OpenAI, Anthropic and Gemini APIs.
+"""Upstream simulator: a loopback aiohttp server that impersonates the upstream APIs of every
+registered wire family, so the gateway is exercised over real HTTP without a vendor account.
 
 Output is deterministic and clearly marked (text starts with ``[simulated]``, responses carry the
-``x-simulator: true`` header).  See :mod:`gateway.simulator.server` for the fault-option grammar and
-:mod:`gateway.simulator.textgen` for the token model and directives.
+``x-simulator: true`` header). The core here names no API: each family's translator package adds
+its side through the ``gateway_simulator_routes`` hook with :mod:`gateway.simulator.toolkit`.
+Modules: ``server`` (the app, running it), ``routing`` (``SimVendor``, ``endpoint``, shared paths),
+``context`` (``Ctx``, fault options, settings), ``request_log`` (``/_sim/requests``), ``textgen``
+(the token model and directives).
 """
 
-from gateway.simulator.server import SimulatorSettings, create_app, serve_simulator_forever, start_simulator
+from gateway.simulator.context import SimulatorSettings
+from gateway.simulator.server import create_app, serve_simulator_forever, start_simulator
 
 __all__ = ["SimulatorSettings", "create_app", "serve_simulator_forever", "start_simulator"]

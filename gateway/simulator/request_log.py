@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
-LOG_KEY = web.AppKey("sim_log", collections.deque)
 LOG_SIZE = 200
+
+
+class LogEntries(collections.deque[dict[str, Any]]):
+    """The last ``LOG_SIZE`` requests, oldest first."""
+
+    def __init__(self) -> None:
+        super().__init__(maxlen=LOG_SIZE)
+
+
+LOG_KEY = web.AppKey("sim_log", LogEntries)
 
 
 def _json(payload: Any) -> web.Response:
@@ -21,7 +30,7 @@ def _json(payload: Any) -> web.Response:
 
 
 @web.middleware
-async def middleware(request: web.Request, handler: Callable[..., Any]) -> web.StreamResponse:
+async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not request.path.startswith("/_sim/"):
         raw = await request.read() if request.body_exists else b""
         try:
@@ -49,7 +58,8 @@ async def middleware(request: web.Request, handler: Callable[..., Any]) -> web.S
 
 
 async def list_requests(request: web.Request) -> web.Response:
-    return _json(list(request.app[LOG_KEY]))
+    entries: LogEntries = request.app[LOG_KEY]
+    return _json(list(entries))
 
 
 async def clear_requests(request: web.Request) -> web.Response:
@@ -57,3 +67,9 @@ async def clear_requests(request: web.Request) -> web.Response:
     return _json({"cleared": True})
 
 
+def install(app: web.Application) -> None:
+    """Give ``app`` an empty log and its ``/_sim/requests`` routes (the middleware is passed to
+    ``web.Application`` by the caller)."""
+    app[LOG_KEY] = LogEntries()
+    app.router.add_get("/_sim/requests", list_requests)
+    app.router.add_delete("/_sim/requests", clear_requests)

@@ -167,3 +167,23 @@ async def test_latency_settings_and_key_overrides(http: aiohttp.ClientSession) -
         assert time.monotonic() - started < 0.12
     finally:
         await runner.cleanup()
+
+
+async def test_shared_model_paths_reach_the_right_side(http: aiohttp.ClientSession, base_url: str) -> None:
+    """``GET /v1/models[/{id}]`` is served by three sides, told apart by credential and path."""
+    async with http.get(f"{base_url}/v1/models/gpt-sim", headers=OAI) as r:
+        assert await r.json() == {"id": "gpt-sim", "object": "model", "created": 1_700_000_000,
+                                  "owned_by": "simulator"}
+        assert r.headers["x-request-id"].startswith("req_sim_")
+    async with http.get(f"{base_url}/v1/models/claude-sim", headers=ANT) as r:
+        assert (await r.json())["type"] == "model" and r.headers["request-id"] == r.headers["x-request-id"]
+    async with http.get(f"{base_url}/v1/models/gemini-sim", headers={"x-goog-api-key": "k"}) as r:
+        assert (await r.json())["name"] == "models/gemini-sim" and "x-request-id" not in r.headers
+    async with http.get(f"{base_url}/v1/models/gemini-sim:generateContent", headers=OAI) as r:
+        assert r.status == 404 and (await r.json())["error"]["status"] == "NOT_FOUND"
+    async with http.get(f"{base_url}/v1/models", headers=ANT) as r:
+        assert (await r.json())["first_id"] == "claude-sim"
+    async with http.get(f"{base_url}/v1/models", headers=OAI) as r:
+        assert (await r.json())["object"] == "list"
+    async with http.get(f"{base_url}/v1/models") as r:
+        assert r.status == 401 and (await r.json())["error"]["code"] == "invalid_api_key"

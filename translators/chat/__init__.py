@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
 from translators.chat.adapter import ChatAdapter
+from translators.chat.simulator import gateway_simulator_routes as gateway_simulator_routes
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

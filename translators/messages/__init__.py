@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
+from translators.messages.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.messages.upstream import MessagesAdapter
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
+from translators.v1beta.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.v1beta.upstream import V1betaAdapter
 
 if TYPE_CHECKING:

@@ -1,4 +1,8 @@
-"""Anthropic Messages API endpoints: messages (plain / streaming), count_tokens, models."""
+"""The messages family's side of the upstream simulator (the Anthropic Messages wire format): its
+credential (``x-api-key``), required ``anthropic-version`` header, error envelope and request ids,
+and the endpoints ``/v1/messages`` (plain / streaming), ``/v1/messages/count_tokens`` and
+``/v1/models[/{id}]``. Those two model paths are shared with the chat side: this side claims the
+requests that carry its credential or version header."""
 
 from __future__ import annotations
 
@@ -11,10 +15,29 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.simulator import textgen as tg
-from gateway.simulator.server import BadRequest, Ctx, json_response
+from gateway.hookspecs import hookimpl
+from gateway.simulator.toolkit import (
+    BadRequest,
+    Ctx,
+    SimVendor,
+    add_route,
+    bearer_token,
+    endpoint,
+    json_response,
+)
+from gateway.simulator.toolkit import textgen as tg
 
 MODELS = ("claude-sim", "claude-sim-haiku", "claude-sim-opus")
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
 # Process-wide prompt-cache: hashes of cacheable prefixes already "written".
 _PREFIX_CACHE: set[str] = set()
 
@@ -281,8 +304,7 @@ async def _stream(
         delta_event["usage"] = {k: v for k, v in usage.items() if k != "service_tier"}
     await ctx.send(event("message_delta", delta_event), content=False)
     await ctx.send(event("message_stop", {"type": "message_stop"}), content=False)
-    assert ctx.resp is not None
-    return ctx.resp
+    return ctx.stream()
 
 
 async def count_tokens(ctx: Ctx) -> web.StreamResponse:
@@ -313,3 +335,42 @@ async def list_models(ctx: Ctx) -> web.StreamResponse:
 
 async def retrieve_model(ctx: Ctx) -> web.StreamResponse:
     return json_response(_model_obj(ctx.request.match_info.get("tail", "")))
+
+
+class MessagesSide(SimVendor):
+    """``x-api-key`` (or bearer) credential, a required ``anthropic-version``, the
+    ``{"type": "error", "error": {type, message}}`` envelope, ``request-id`` response headers."""
+
+    name = "messages"
+
+    def extract_key(self, request: web.Request) -> str:
+        return request.headers.get("x-api-key", "").strip() or bearer_token(request)
+
+    def check_headers(self, request: web.Request) -> str | None:
+        return None if request.headers.get("anthropic-version") else "anthropic-version: header is required"
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        etype = _TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+        return {"type": "error", "error": {"type": etype, "message": message}}
+
+    def stamp(self, request: web.Request, response: web.StreamResponse) -> None:
+        rid = "req_sim_" + uuid.uuid4().hex[:20]
+        response.headers.setdefault("x-request-id", rid)
+        if "anthropic-version" in request.headers:
+            response.headers.setdefault("request-id", rid)
+
+
+SIDE = MessagesSide()
+
+
+def is_messages_caller(request: web.Request) -> bool:
+    """Whether a request on a path shared with the chat side is meant for this side."""
+    return "anthropic-version" in request.headers or "x-api-key" in request.headers
+
+
+@hookimpl
+def gateway_simulator_routes(app: web.Application) -> None:
+    add_route(app, "POST", "/v1/messages", endpoint(SIDE, messages))
+    add_route(app, "POST", "/v1/messages/count_tokens", endpoint(SIDE, count_tokens))
+    add_route(app, "GET", "/v1/models", endpoint(SIDE, list_models), claims=is_messages_caller)
+    add_route(app, "GET", "/v1/models/{tail:.+}", endpoint(SIDE, retrieve_model), claims=is_messages_caller)

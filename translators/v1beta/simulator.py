@@ -1,5 +1,8 @@
-"""Gemini v1beta endpoints: generateContent, streamGenerateContent, embedContent, batchEmbedContents,
-countTokens and models (also served under ``/v1/models/...``)."""
+"""The v1beta family's side of the upstream simulator (the Gemini wire format): its credential
+(``x-goog-api-key``, ``?key=`` or bearer), error envelope, and the endpoints generateContent,
+streamGenerateContent, embedContent, batchEmbedContents, countTokens and models under
+``/v1beta/models`` and ``/v1/models``. ``GET /v1/models/{id}`` is shared with the chat and messages
+sides: this side claims the requests with its credential or a ``:method`` in the path."""
 
 from __future__ import annotations
 
@@ -11,13 +14,55 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.simulator import textgen as tg
-from gateway.simulator.server import BadRequest, Ctx, json_response
+from gateway.hookspecs import hookimpl
+from gateway.simulator.toolkit import (
+    BadRequest,
+    Ctx,
+    SimVendor,
+    add_route,
+    bearer_token,
+    endpoint,
+    json_response,
+)
+from gateway.simulator.toolkit import textgen as tg
 
 MODELS = ("gemini-sim", "gemini-sim-flash", "gemini-embedding-sim")
 _GEN_METHODS = ["generateContent", "streamGenerateContent", "countTokens"]
 _EMBED_METHODS = ["embedContent", "batchEmbedContents"]
 _SNAKE_RE = re.compile(r"[A-Z]")
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+class V1betaSide(SimVendor):
+    """``x-goog-api-key`` / ``?key=`` / bearer credential, ``{"error": {code, message, status}}``."""
+
+    name = "v1beta"
+
+    def extract_key(self, request: web.Request) -> str:
+        return (
+            request.headers.get("x-goog-api-key", "").strip()
+            or request.query.get("key", "")
+            or bearer_token(request)
+        )
+
+    def error_body(self, status: int, message: str) -> dict[str, Any]:
+        gstatus = _STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
+        return {"error": {"code": status, "message": message, "status": gstatus}}
+
+
+SIDE = V1betaSide()
 
 
 def _split_tail(request: web.Request) -> tuple[str, str]:
@@ -59,7 +104,8 @@ def part_text(part: Any) -> tuple[str, int]:
 def _parts(content: Any) -> list[Any]:
     if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
         raise BadRequest("content must be an object with a 'parts' array")
-    return content["parts"]
+    parts: list[Any] = content["parts"]
+    return parts
 
 
 def _tool_said(part: dict[str, Any]) -> str:
@@ -229,8 +275,7 @@ async def generate(ctx: Ctx, stream: bool) -> web.StreamResponse:
             await ctx.send(data if i == 0 else b",\r\n" + data)
     if not sse:
         await ctx.send(b"]", content=False)
-    assert ctx.resp is not None
-    return ctx.resp
+    return ctx.stream()
 
 
 def _embed_one(req: dict[str, Any], default_model: str) -> tuple[dict[str, Any], int]:
@@ -309,3 +354,22 @@ async def dispatch(ctx: Ctx) -> web.StreamResponse:
     if method == "countTokens":
         return await count_tokens(ctx)
     return ctx.error(404, f"Method {method or '(none)'} not found for model {ctx.model}.")
+
+
+def is_v1beta_caller(request: web.Request) -> bool:
+    """Whether a ``GET /v1/models/{tail}`` is meant for this side (shared with two others)."""
+    return (
+        "x-goog-api-key" in request.headers
+        or "key" in request.query
+        or ":" in request.match_info.get("tail", "")
+    )
+
+
+@hookimpl
+def gateway_simulator_routes(app: web.Application) -> None:
+    route = endpoint(SIDE, dispatch, model_of)
+    add_route(app, "GET", "/v1beta/models", endpoint(SIDE, list_models, model_of))
+    add_route(app, "POST", "/v1beta/models/{tail:.+}", route)
+    add_route(app, "GET", "/v1beta/models/{tail:.+}", route)
+    add_route(app, "POST", "/v1/models/{tail:.+}", route)
+    add_route(app, "GET", "/v1/models/{tail:.+}", route, claims=is_v1beta_caller)

@@ -1,4 +1,5 @@
-"""OpenAI-compatible endpoints: chat completions, legacy completions, embeddings, models."""
+"""The chat side of the simulator, part one: ``/v1/chat/completions`` and the helpers the other
+chat-side endpoints share (``translators.chat.simulator`` registers them all)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.simulator import textgen as tg
-from gateway.simulator.server import BadRequest, Ctx, json_response
-
-MODELS = (
-    "gpt-sim",
-    "gpt-sim-mini",
-    "o-sim-reasoning",
-    "text-embedding-3-small-sim",
-    "text-embedding-3-large-sim",
-)
-_CREATED = 1_700_000_000
+from gateway.simulator.toolkit import BadRequest, Ctx
+from gateway.simulator.toolkit import textgen as tg
 
 
 def sse(obj: Any) -> bytes:
@@ -64,7 +56,7 @@ def _usage(prompt: int, completion: int, reasoning: int = 0) -> dict[str, Any]:
     }
 
 
-def _stops(value: Any) -> list[str]:
+def stops_of(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
@@ -72,7 +64,7 @@ def _stops(value: Any) -> list[str]:
     return []
 
 
-def _int_or_none(value: Any, name: str) -> int | None:
+def int_or_none(value: Any, name: str) -> int | None:
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -81,16 +73,18 @@ def _int_or_none(value: Any, name: str) -> int | None:
 
 
 def _pick_tool(tools: list[Any], choice: Any) -> dict[str, Any] | None:
-    funcs = [t for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    funcs: list[dict[str, Any]] = [
+        t["function"] for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)
+    ]
     if not funcs or choice == "none":
         return None
     if isinstance(choice, dict):
         name = (choice.get("function") or {}).get("name") or choice.get("name")
-        for t in funcs:
-            if t["function"].get("name") == name:
-                return t["function"]
+        for fn in funcs:
+            if fn.get("name") == name:
+                return fn
         raise BadRequest(f"tool_choice names unknown function {name!r}")
-    return funcs[0]["function"]
+    return funcs[0]
 
 
 async def chat_completions(ctx: Ctx) -> web.StreamResponse:
@@ -110,16 +104,17 @@ async def chat_completions(ctx: Ctx) -> web.StreamResponse:
         prompt_tokens += tg.count_tokens(text) + tg.count_tokens(calls) + extra
         if m.get("role") == "user":
             last_user = text
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    raw_tools = body.get("tools")
+    tools: list[Any] = raw_tools if isinstance(raw_tools, list) else []
     if tools:
         tools_json = orjson.dumps(tools).decode()
         lines.append(tools_json)
         prompt_tokens += tg.count_tokens(tools_json)
     prompt = "\n".join(lines)
-    max_tokens = _int_or_none(body.get("max_completion_tokens"), "max_completion_tokens")
+    max_tokens = int_or_none(body.get("max_completion_tokens"), "max_completion_tokens")
     if max_tokens is None:
-        max_tokens = _int_or_none(body.get("max_tokens"), "max_tokens")
-    stops = _stops(body.get("stop"))
+        max_tokens = int_or_none(body.get("max_tokens"), "max_tokens")
+    stops = stops_of(body.get("stop"))
     effort = body.get("reasoning_effort")
     reasoning = tg.reasoning_pieces(ctx.model, prompt) if effort and effort != "none" else []
     if max_tokens is not None:
@@ -260,131 +255,4 @@ async def _stream_chat(
     if usage is not None and ctx.usage:
         await ctx.send(sse({**base, "choices": [], "usage": usage}), content=False)
     await ctx.send(b"data: [DONE]\n\n", content=False)
-    assert ctx.resp is not None
-    return ctx.resp
-
-
-def _prompt_text(prompt: Any) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list) and prompt:
-        first = prompt[0]
-        if isinstance(first, str):
-            return first
-        if isinstance(first, int):
-            return " ".join(str(t) for t in prompt)
-        if isinstance(first, list):
-            return " ".join(str(t) for t in first)
-    raise BadRequest("'prompt' must be a string, an array of strings or an array of token arrays")
-
-
-async def completions(ctx: Ctx) -> web.StreamResponse:
-    body = ctx.body
-    if not ctx.model:
-        raise BadRequest("you must provide a model parameter")
-    prompt = _prompt_text(body.get("prompt", "<|endoftext|>"))
-    gen = tg.generate(
-        ctx.model,
-        prompt,
-        prompt,
-        max_tokens=_int_or_none(body.get("max_tokens"), "max_tokens"),
-        stop=_stops(body.get("stop")),
-        default_tokens=ctx.settings.default_tokens,
-    )
-    finish = {"stop_sequence": "stop"}.get(gen.finish, gen.finish)
-    p_tokens = tg.count_tokens(prompt)
-    usage = {
-        "prompt_tokens": p_tokens,
-        "completion_tokens": gen.tokens,
-        "total_tokens": p_tokens + gen.tokens,
-    }
-    base = {
-        "id": "cmpl-" + uuid.uuid4().hex,
-        "object": "text_completion",
-        "created": int(time.time()),
-        "model": ctx.model,
-        "system_fingerprint": "fp_simulated",
-    }
-    if not body.get("stream"):
-        payload: dict[str, Any] = {
-            **base,
-            "choices": [{"text": gen.text, "index": 0, "logprobs": None, "finish_reason": finish}],
-        }
-        if ctx.usage:
-            payload["usage"] = usage
-        return await ctx.respond(payload, gen.tokens)
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and ctx.usage
-    pieces = gen.pieces or [""]
-    await ctx.start_stream()
-    for i, piece in enumerate(pieces):
-        last = i == len(pieces) - 1
-        chunk = {
-            **base,
-            "choices": [
-                {"text": piece, "index": 0, "logprobs": None, "finish_reason": finish if last else None}
-            ],
-        }
-        if include_usage:
-            chunk["usage"] = None
-        await ctx.send(sse(chunk))
-    if include_usage:
-        await ctx.send(sse({**base, "choices": [], "usage": usage}), content=False)
-    await ctx.send(b"data: [DONE]\n\n", content=False)
-    assert ctx.resp is not None
-    return ctx.resp
-
-
-async def embeddings(ctx: Ctx) -> web.StreamResponse:
-    body = ctx.body
-    if not ctx.model:
-        raise BadRequest("you must provide a model parameter")
-    raw = body.get("input")
-    inputs: list[tuple[str, int]]
-    if isinstance(raw, str):
-        inputs = [(raw, tg.count_tokens(raw))]
-    elif isinstance(raw, list) and raw and all(isinstance(x, str) for x in raw):
-        inputs = [(x, tg.count_tokens(x)) for x in raw]
-    elif isinstance(raw, list) and raw and all(isinstance(x, int) for x in raw):
-        inputs = [(" ".join(map(str, raw)), len(raw))]
-    elif isinstance(raw, list) and raw and all(isinstance(x, list) for x in raw):
-        inputs = [(" ".join(map(str, x)), len(x)) for x in raw]
-    else:
-        raise BadRequest("'input' is a required property (string, array of strings or token arrays)")
-    if any(not text for text, _ in inputs):
-        raise BadRequest("'input' cannot contain an empty string")
-    full = tg.embedding_dims(ctx.model)
-    dims = body.get("dimensions")
-    if dims is not None and (not isinstance(dims, int) or not 1 <= dims <= full):
-        raise BadRequest(f"'dimensions' must be an integer between 1 and {full}")
-    fmt = body.get("encoding_format") or "float"
-    if fmt not in ("float", "base64"):
-        raise BadRequest("'encoding_format' must be 'float' or 'base64'")
-    data = []
-    for i, (text, _) in enumerate(inputs):
-        vec = tg.embed(text, full)
-        if dims is not None and dims < full:
-            vec = tg.normalise(vec[:dims])
-        data.append(
-            {
-                "object": "embedding",
-                "index": i,
-                "embedding": tg.floats_to_base64(vec) if fmt == "base64" else vec,
-            }
-        )
-    tokens = sum(n for _, n in inputs)
-    payload: dict[str, Any] = {"object": "list", "data": data, "model": ctx.model}
-    if ctx.usage:
-        payload["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
-    return await ctx.respond(payload)
-
-
-def _model_obj(mid: str) -> dict[str, Any]:
-    return {"id": mid, "object": "model", "created": _CREATED, "owned_by": "simulator"}
-
-
-async def list_models(ctx: Ctx) -> web.StreamResponse:
-    return json_response({"object": "list", "data": [_model_obj(m) for m in MODELS]})
-
-
-async def retrieve_model(ctx: Ctx) -> web.StreamResponse:
-    return json_response(_model_obj(ctx.request.match_info.get("tail", "")))
+    return ctx.stream()
