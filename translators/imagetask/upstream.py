@@ -1,0 +1,116 @@
+"""The ``imagetask`` upstream: its adapter (credential), the submit call, and the engine's view of
+its tasks (``ImageTasks``: batch polls through list-by-condition, status meanings, callbacks).
+
+A media upstream speaks the same task API the gateway exposes (CONTRACT 3): submissions go to
+``/imagetask/submit/<kind>`` with the upstream's own task ids in follow-ups, polls to
+``/imagetask/task/list-by-condition``. The client's callback URL and ``state`` are never sent
+upstream: the gateway itself sends callbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import orjson
+
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.storage.base import TaskRecord
+from gateway.tasks import Snapshot, Submitted
+from gateway.tasks.family import Phase
+from gateway.tasks.upstream import TaskHttp
+from translators.imagetask.render import callback_out
+from translators.imagetask.wire import Result, UpstreamSubmitted, UpstreamTask
+
+PROTOCOL = "imagetask"
+LIST_PATH = "/imagetask/task/list-by-condition"
+_PHASES: dict[str, Phase] = {"NOT_START": "queued", "SUBMITTED": "queued", "IN_PROGRESS": "running",
+                             "SUCCESS": "succeeded", "FAILURE": "failed", "CANCEL": "failed"}
+_SHOWN = {"CANCEL": "FAILURE"}  # statuses outside spec 3.1, as the client sees them
+_submitted = msgspec.json.Decoder(UpstreamSubmitted)
+_tasks = msgspec.json.Decoder(list[UpstreamTask])
+_result = msgspec.json.Encoder()
+
+
+class ImagetaskAdapter:
+    protocol = PROTOCOL
+    capabilities = frozenset({"task"})
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            return str(err["message"])
+        if isinstance(data.get("description"), str):
+            return str(data["description"])
+    return ""
+
+
+async def submit(http: TaskHttp, upstream: UpstreamConfig, kind: str, body: Mapping[str, Any],
+                 request_id: str) -> Submitted:
+    """POST ``/imagetask/submit/<kind>``; the upstream's id and first state, or the upstream's
+    refusal as an error for the client (its 4xx status, or 400 for a refusal code)."""
+    reply = await http.call(upstream, "POST", f"/imagetask/submit/{kind}", orjson.dumps(body),
+                            request_id=request_id)
+    if reply.status >= 400:
+        message = _error_message(reply.body) or f"The upstream answered HTTP {reply.status}."
+        raise UpstreamHTTPError(reply.status, message)
+    try:
+        answer = _submitted.decode(reply.body)
+    except msgspec.DecodeError as exc:
+        raise UpstreamError("The image-task upstream answered a submission in an unknown shape.") from exc
+    if answer.code not in (1, 22) or answer.result in (None, ""):
+        refusal = answer.description or f"The upstream refused the task (code {answer.code})."
+        raise UpstreamHTTPError(400, refusal)
+    status = "NOT_START" if answer.code == 22 else "SUBMITTED"  # 22: in the upstream's queue
+    return Submitted(str(answer.result), Snapshot(status=status, phase="queued", progress="0%"))
+
+
+def snapshot(task: UpstreamTask) -> Snapshot:
+    phase = _PHASES.get(task.status, "running")
+    status = _SHOWN.get(task.status, task.status if task.status in _PHASES else "IN_PROGRESS")
+    props = task.properties
+    result = Result(imageUrl=task.imageUrl or "", promptEn=task.promptEn or "",
+                    description=task.description or "", finalPrompt=str(props.get("finalPrompt") or ""),
+                    messageId=str(props.get("messageId") or ""),
+                    channelId=str(props.get("channelId") or props.get("discordChannelId") or ""))
+    progress = task.progress or ("100%" if phase == "succeeded" else "0%")
+    return Snapshot(status=status, phase=phase, progress=progress,
+                    result_json=_result.encode(result).decode(),
+                    fail_reason=(task.failReason or "the upstream reported a failure")
+                    if phase == "failed" else None)
+
+
+class ImageTasks:
+    """The image family as the task engine sees it (``gateway.tasks.TaskFamily``)."""
+
+    name = PROTOCOL
+    protocol = PROTOCOL
+    failure_status = "FAILURE"
+    poll_batch = 50
+
+    async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
+                   tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
+        ids = [t.upstream_task_id for t in tasks]
+        reply = await http.call(upstream, "POST", LIST_PATH, orjson.dumps({"ids": ids}))
+        if reply.status >= 400:
+            raise UpstreamError(f"list-by-condition answered HTTP {reply.status}")
+        try:
+            found = _tasks.decode(reply.body)
+        except msgspec.DecodeError as exc:
+            raise UpstreamError("list-by-condition answered in an unknown shape") from exc
+        wanted = set(ids)
+        return {str(t.id): snapshot(t) for t in found if str(t.id) in wanted}
+
+    def callback_payload(self, task: TaskRecord) -> bytes | None:
+        return _result.encode(callback_out(task))
