@@ -75,7 +75,8 @@ async def test_patch_user_and_unique_names(gw: Any, make_config: Any, gateway_se
 
     for body, param in (({"group": "nope"}, "group"), ({"name": ""}, "name"), ({"enabled": "yes"}, "enabled"),
                         ({"colour": "blue"}, "colour")):
-        err = assert_error(await gw.admin("PATCH", f"/admin/users/{uid}", body), "chat", 400, "invalid_request")
+        reply = await gw.admin("PATCH", f"/admin/users/{uid}", body)
+        err = assert_error(reply, "chat", 400, "invalid_request")
         assert err["param"] == param
     assert_error(await gw.admin("PATCH", "/admin/users/999", {"name": "x"}), "chat", 404, "not_found")
     assert_error(await gw.admin("PATCH", "/admin/users/abc", {"name": "x"}), "chat", 404, "not_found")
@@ -108,7 +109,8 @@ async def test_delete_user_stops_keys_and_keeps_history(gw: Any) -> None:
     assert_error(await gw.request("GET", "/api/user/self", key=gw.user_token), "chat", 401, "invalid_api_key")
     assert_error(await gw.admin("GET", f"/admin/users/{uid}"), "chat", 404, "not_found")
     assert_error(await gw.admin("DELETE", f"/admin/users/{uid}"), "chat", 404, "not_found")
-    assert_error(await gw.admin("POST", f"/admin/users/{uid}/topup", {"amount_usd": 1}), "chat", 404, "not_found")
+    topup = await gw.admin("POST", f"/admin/users/{uid}/topup", {"amount_usd": 1})
+    assert_error(topup, "chat", 404, "not_found")
     assert uid not in [u["id"] for u in (await gw.admin("GET", "/admin/users")).json()["data"]]
     # History kept: the call is still in everyone's log, and the books still balance.
     kept = await logs(gw, f"?user_id={uid}")
