@@ -136,7 +136,7 @@ class SharedRoute:
     claimed: list[tuple[Claim, WebHandler]] = field(default_factory=list)
     fallback: WebHandler | None = None
 
-    async def __call__(self, request: web.Request) -> web.StreamResponse:
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
         for claim, handler in self.claimed:
             if claim(request):
                 return await handler(request)
@@ -172,9 +172,9 @@ def add_route(
     if shared is None:
         shared = table.routes[(method, path)] = SharedRoute(method, path)
         if method == "GET":
-            app.router.add_get(path, shared)
+            app.router.add_get(path, shared.dispatch)
         else:
-            app.router.add_route(method, path, shared)
+            app.router.add_route(method, path, shared.dispatch)
     if claims is not None:
         shared.claimed.append((claims, handler))
     elif shared.fallback is not None:
