@@ -43,12 +43,12 @@ async def test_chat_is_charged_what_the_upstream_reported(ollama_gw: OllamaGatew
     before = await _balance(ollama_gw)
     sdk = _client(ollama_gw)
     try:
+        messages = [{"role": "user", "content": "sim:tokens=9 a"}]
         if stream:
-            chunks = [c async for c in await sdk.chat(model=model, stream=True,
-                                                      messages=[{"role": "user", "content": "sim:tokens=9 a"}])]
+            chunks = [c async for c in await sdk.chat(model=model, stream=True, messages=messages)]
             final = chunks[-1]
         else:
-            final = await sdk.chat(model=model, messages=[{"role": "user", "content": "sim:tokens=9 a"}])
+            final = await sdk.chat(model=model, messages=messages)
     finally:
         await sdk.close()
     prompt, output = final.prompt_eval_count, final.eval_count
@@ -95,7 +95,7 @@ async def test_other_families_on_an_ollama_upstream_are_metered(ollama_gw: Ollam
 
 
 @pytest.mark.parametrize("model", ["sim-chat", "sim-llama"])
-async def test_insufficient_quota_is_refused_in_ollamas_envelope(ollama_gw: OllamaGateway, model: str) -> None:
+async def test_insufficient_quota_is_refused(ollama_gw: OllamaGateway, model: str) -> None:
     gw: Any = ollama_gw.gw
     # 0.00001 USD = 10,000 nano-USD: less than the worst case of a call (its output ceiling alone
     # is 4,096 tokens x 1,500 nano-USD), so the reservation fails before any upstream is asked.
