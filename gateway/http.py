@@ -28,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.errors import GatewayError, InvalidRequest, render_error
+from gateway.wire.decode import decode_body  # re-exported: the one field-naming decoder
 
 if TYPE_CHECKING:
     from gateway.context import Gateway
@@ -112,38 +113,6 @@ async def read_json_body(request: Request) -> bytes:
     if not body or body.isspace():
         raise InvalidRequest("The request body is empty; a JSON object is required.")
     return body
-
-
-_AT_PATH = re.compile(r" - at `\$\.?(.*)`$")
-
-
-def decode_body(body: bytes, type_: type[T]) -> T:
-    """Decode JSON ``body`` into ``type_`` (a msgspec Struct); InvalidRequest names the field."""
-    try:
-        return msgspec.json.decode(body, type=type_)
-    except msgspec.ValidationError as exc:
-        raise _field_error(str(exc)) from exc
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # bad UTF-8 inside a string is the latter
-        raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
-    except RecursionError as exc:
-        raise InvalidRequest("The request body is nested too deeply.") from exc
-
-
-def _field_error(text: str) -> InvalidRequest:
-    """``Expected `int`, got `str` - at `$.quota_usd``` -> a 400 whose message and ``param`` name
-    ``quota_usd``; unknown and missing fields are named the same way."""
-    match = _AT_PATH.search(text)
-    where = match.group(1) if match else ""
-    detail = text[: match.start()] if match else text
-    unknown = re.match(r"Object contains unknown field `(.+)`", detail)
-    missing = re.match(r"Object missing required field `(.+)`", detail)
-    if unknown or missing:
-        field = (unknown or missing).group(1)  # type: ignore[union-attr]
-        where = f"{where}.{field}" if where else field
-        detail = "unknown field" if unknown else "this field is required"
-    if not where:
-        return InvalidRequest(f"Invalid request body: {detail[:1].lower()}{detail[1:]}")
-    return InvalidRequest(f"Invalid value for `{where}`: {detail[:1].lower()}{detail[1:]}", param=where)
 
 
 def handle_unexpected(request: Request, exc: BaseException, family: str) -> Response:

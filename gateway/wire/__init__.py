@@ -1,1 +1,6 @@
-"""Wire-level mechanisms every family shares (parsers of formats that are not a family's own)."""
+"""Wire-format mechanisms every family shares, each in one module with its own tests:
+
+* ``sse``: the incremental server-sent-events parser (any chunking, any line ends);
+* ``data_url``: RFC 2397 ``data:`` URLs;
+* ``decode``: JSON body -> msgspec Struct, with a 400 that names the offending field.
+"""

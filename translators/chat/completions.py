@@ -29,10 +29,11 @@ from gateway.canonical import (
 )
 from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
+from gateway.wire.decode import decode
 from translators.chat.fastpath import OpenAIFastPath
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
 from translators.chat.response import DONE, SSE_CONTENT_TYPE, sse_error, sse_event
-from translators.chat.validation import decode, require, stop_list, unknown_fields
+from translators.chat.validation import require, stop_list, unknown_fields
 from translators.chat.wire import CompletionRequest, completion_request_decoder, top_level_decoder
 from translators.chat.wire_out import OutTextChoice, OutTextCompletion, OutUsage, encoder
 

@@ -19,8 +19,9 @@ import orjson
 from gateway.canonical import EmbeddingRequest, EmbeddingResponse, Usage
 from gateway.errors import InvalidRequest
 from gateway.translation import UpstreamCall
+from gateway.wire.decode import decode
 from translators.chat.fastpath import read_usage, replace_model
-from translators.chat.validation import decode, require
+from translators.chat.validation import require
 from translators.chat.wire import embeddings_request_decoder
 from translators.chat.wire_out import OutEmbedding, OutEmbeddingList, OutEmbeddingUsage, encoder
 

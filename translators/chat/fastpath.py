@@ -23,9 +23,9 @@ from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
 from gateway.tokens import estimate_body_tokens
 from gateway.translation import RequestView, UpstreamCall
+from gateway.wire.decode import decode
 from translators.chat.mapping import usage_from_wire
 from translators.chat.sse import DONE_LINE
-from translators.chat.validation import decode
 from translators.chat.wire import peek_decoder, usage_only_decoder
 
 _MODEL_VALUE = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')

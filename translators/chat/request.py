@@ -37,8 +37,9 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
+from gateway.wire.decode import decode
 from translators.chat.mapping import parse_data_url
-from translators.chat.validation import decode, require, stop_list, unknown_fields
+from translators.chat.validation import require, stop_list, unknown_fields
 from translators.chat.wire import (
     AssistantMessage,
     AudioContent,

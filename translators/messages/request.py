@@ -26,7 +26,7 @@ Where things go in the canonical request:
 from __future__ import annotations
 
 import math
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -47,12 +47,11 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
-from gateway.http import decode_body
 from gateway.tokens import estimate_body_tokens
 from gateway.translation import RequestView
+from gateway.wire.decode import decode_body
 from translators.messages import wire
 
-T = TypeVar("T")
 BETA_EXTRA = "anthropic-beta"  # ChatRequest.extra key: the client's beta header value
 FIELDS_EXTRA = "messages"  # ChatRequest.extra key: unmapped top-level fields, for a messages upstream
 _TOOL_CHOICES = ("auto", "any", "tool", "none")
@@ -115,16 +114,9 @@ def check_roles(roles: list[Any] | None) -> None:
         previous = role
 
 
-def _decode(body: bytes, type_: type[T]) -> T:
-    try:
-        return decode_body(body, type_)
-    except UnicodeDecodeError as exc:  # invalid UTF-8 inside a string; msgspec does not wrap it
-        raise InvalidRequest("The request body is not valid UTF-8 JSON.") from exc
-
-
 def peek(body: bytes) -> RequestView:
     """The fast path's view: model, stream, max_tokens and an input estimate, all validated."""
-    view = _decode(body, wire.RequestPeek)
+    view = decode_body(body, wire.RequestPeek)
     check_scalars(view.model, view.max_tokens, view.stream, view.temperature, view.top_p, view.top_k)
     check_roles(None if view.messages is None else [m.role for m in view.messages])
     return RequestView(model=view.model, stream=bool(view.stream), max_tokens=view.max_tokens,
@@ -136,7 +128,7 @@ def peek(body: bytes) -> RequestView:
 
 def decode(body: bytes, beta: str | None = None, *, require_max_tokens: bool = True) -> ChatRequest:
     """The whole request in canonical form (``require_max_tokens=False`` for count_tokens)."""
-    raw = _decode(body, wire.MessagesRequest)
+    raw = decode_body(body, wire.MessagesRequest)
     check_scalars(raw.model, raw.max_tokens, raw.stream, raw.temperature, raw.top_p, raw.top_k,
                   require_max_tokens=require_max_tokens)
     check_roles(None if raw.messages is None else [m.role for m in raw.messages])

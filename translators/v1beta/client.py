@@ -22,7 +22,7 @@ from gateway.canonical import (
     ToolChoice,
 )
 from gateway.errors import InvalidRequest
-from gateway.http import decode_body
+from gateway.wire.decode import decode_body
 from translators.v1beta import wire
 from translators.v1beta.parts import CallIds, to_canonical
 from translators.v1beta.schema import openapi_to_json_schema

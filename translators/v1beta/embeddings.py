@@ -13,9 +13,9 @@ import msgspec
 
 from gateway.canonical import EmbeddingRequest, EmbeddingResponse, Usage
 from gateway.errors import InvalidRequest
-from gateway.http import decode_body
 from gateway.tokens import estimate_text_tokens
 from gateway.translation import UpstreamCall
+from gateway.wire.decode import decode_body
 from translators.v1beta import wire
 from translators.v1beta.client import model_from_path
 from translators.v1beta.upstream import model_path

@@ -12,10 +12,10 @@ import msgspec
 
 from gateway.canonical import ChatRequest, ChatResponse, Usage
 from gateway.errors import InvalidRequest
-from gateway.http import decode_body
 from gateway.relay_call import ClientCall
 from gateway.tokens import estimate_body_tokens
 from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
+from gateway.wire.decode import decode_body
 from translators.v1beta import wire
 from translators.v1beta.client import decode_generate_request, model_from_path
 from translators.v1beta.fastpath import GeminiFastStream, restore_model_version, usage_of
