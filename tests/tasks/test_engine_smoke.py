@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from tests.conftest import GatewayHandle
-from tests.tasks.conftest import PRICE_NANO, balance_nano, submit, wait_task
+from tests.tasks.helpers import PRICE_NANO, balance_nano, submit, wait_task
 
 
 async def test_imagine_succeeds_and_is_charged_once(tgw: GatewayHandle) -> None:

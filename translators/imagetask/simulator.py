@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,9 @@ class SimTask:
     prompt: str
     options: Options
     submitted: float = field(default_factory=time.time)
+    # Like a CDN object name and a chat message id: unrelated to the task id.
+    image: str = field(default_factory=lambda: uuid.uuid4().hex)
+    message: str = field(default_factory=lambda: str(uuid.uuid4().int)[:19])
     started: float = field(default_factory=time.monotonic)
 
     def elapsed(self) -> float:
@@ -106,9 +110,9 @@ class SimTask:
             "prompt": self.prompt, "promptEn": self.prompt,
             "description": "/imagine " + self.prompt if self.action == "IMAGINE" else self.action.lower(),
             "submitTime": int(self.submitted * 1000), "startTime": start, "finishTime": finish,
-            "imageUrl": f"{base_url}/imagetask/image/{self.id}.png" if done else "",
+            "imageUrl": f"{base_url}/imagetask/image/{self.image}.png" if done else "",
             "failReason": fail,
-            "properties": {"finalPrompt": self.prompt, "messageId": f"m{self.id[::-1]}",
+            "properties": {"finalPrompt": self.prompt, "messageId": self.message,
                            "channelId": "sim-channel"},
             "buttons": [{"customId": f"SIM::JOB::upsample::{i}::{self.id}", "emoji": "", "label": f"U{i}",
                          "style": 2, "type": 2} for i in range(1, 5)] if done else [],
