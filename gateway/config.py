@@ -92,6 +92,9 @@ class UpstreamConfig(_Section):
     priority: int = 0
     weight: int = 1
     timeouts: UpstreamTimeouts = msgspec.field(default_factory=UpstreamTimeouts)
+    # Optional APIs the upstream speaks besides its protocol's standard paths, for the families
+    # that can use them (e.g. "responses": a chat upstream that serves /v1/responses itself).
+    features: list[str] = []
 
     def model_map(self) -> dict[str, str]:
         """Public model id -> the id this upstream knows it by."""

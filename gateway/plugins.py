@@ -18,6 +18,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "translators.chat",
     "translators.messages",
     "translators.v1beta",
+    "translators.responses",
     "plugins.metrics",
     "plugins.account",
 )

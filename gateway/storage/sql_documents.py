@@ -21,6 +21,7 @@ T = TypeVar("T")
 
 class SqlDocuments:
     if TYPE_CHECKING:  # supplied by SqlStorage and its backends
+
         async def _write(self, fn: Callable[[Tx], Awaitable[T]]) -> T: ...
 
         async def _fetch_one(self, sql: str, args: Sequence[Any] = ()) -> Any: ...
@@ -30,8 +31,11 @@ class SqlDocuments:
 
         async def fn(tx: Tx) -> int:
             return await tx.execute(
-                "INSERT INTO documents (kind, id, user_id, body, created_at, deleted) VALUES (?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (kind, id) DO NOTHING", (doc.kind, doc.id, doc.user_id, doc.body, created, False))
+                "INSERT INTO documents (kind, id, user_id, body, created_at, deleted) "
+                "VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (kind, id) DO NOTHING",
+                (doc.kind, doc.id, doc.user_id, doc.body, created, False),
+            )
 
         if not await self._write(fn):
             raise DocumentExists(f"{doc.kind} {doc.id} exists")
@@ -39,14 +43,27 @@ class SqlDocuments:
 
     async def get_document(self, kind: str, doc_id: str) -> Document | None:
         row = await self._fetch_one(
-            "SELECT kind, id, user_id, body, created_at FROM documents WHERE kind = ? AND id = ? AND NOT deleted",
-            (kind, doc_id))
+            "SELECT kind, id, user_id, body, created_at FROM documents "
+            "WHERE kind = ? AND id = ? AND NOT deleted",
+            (kind, doc_id),
+        )
         if row is None:
             return None
-        return Document(kind=row["kind"], id=row["id"], user_id=row["user_id"], body=row["body"],
-                        created_at=row["created_at"])
+        return Document(
+            kind=row["kind"],
+            id=row["id"],
+            user_id=row["user_id"],
+            body=row["body"],
+            created_at=row["created_at"],
+        )
 
     async def delete_document(self, kind: str, doc_id: str, user_id: int) -> bool:
-        return bool(await self._write(lambda tx: tx.execute(
-            "UPDATE documents SET deleted = ?, body = '' WHERE kind = ? AND id = ? AND user_id = ? AND NOT deleted",
-            (True, kind, doc_id, user_id))))
+        return bool(
+            await self._write(
+                lambda tx: tx.execute(
+                    "UPDATE documents SET deleted = ?, body = '' "
+                    "WHERE kind = ? AND id = ? AND user_id = ? AND NOT deleted",
+                    (True, kind, doc_id, user_id),
+                )
+            )
+        )

@@ -1,0 +1,41 @@
+"""The Responses API (spec 2.5b, 4.4): ``/v1/responses`` with conversation state kept by the
+gateway, served by every text upstream.
+
+Modules, one job each:
+
+* ``wire``: what clients send (Structs); ``request``: body -> checked ``ClientRequest``;
+* ``items``: conversation items -> canonical request (for chat, messages and v1beta upstreams);
+* ``response``: the response object and its output items; ``stream_encode``: canonical events ->
+  the Responses event stream;
+* ``native``: upstreams that speak the Responses API (the ``responses`` feature of an upstream);
+* ``state``: stored turns (the core's documents) and the conversation of ``previous_response_id``;
+* ``stream``: the stream transforms and storing the turn before the final event;
+* ``pipeline``: ``POST /v1/responses``; ``routes``: all endpoints; ``family``: the WireFamily;
+* ``simulator``: the Responses side of the upstream simulator.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.hookspecs import hookimpl
+from translators.responses.family import ResponsesFamily
+from translators.responses.simulator import gateway_simulator_routes as gateway_simulator_routes
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+    from gateway.context import Gateway
+    from gateway.families import WireFamily
+
+
+@hookimpl
+def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
+    from translators.responses.routes import routes
+
+    return routes()
+
+
+@hookimpl
+def gateway_families() -> list[WireFamily]:
+    return [ResponsesFamily()]
