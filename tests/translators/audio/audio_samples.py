@@ -59,10 +59,10 @@ def _ebml(ident: int, payload: bytes) -> bytes:
     return ident_bytes + size.to_bytes(8, "big") + payload
 
 
-def webm(seconds: float | None, scale: int = 1_000_000) -> bytes:
+def webm(seconds: float | None, scale: int = 1_000_000, cluster_bytes: int = 500) -> bytes:
     header = _ebml(0x1A45DFA3, _ebml(0x4282, b"webm"))
     info_items = _ebml(0x2AD7B1, scale.to_bytes(4, "big"))
     if seconds is not None:
         info_items += _ebml(0x4489, struct.pack(">d", seconds * 1e9 / scale))
-    segment = _ebml(0xEC, b"\x00" * 20) + _ebml(0x1549A966, info_items) + _ebml(0x1F43B675, b"\x00" * 500)
+    segment = _ebml(0xEC, b"\x00" * 20) + _ebml(0x1549A966, info_items) + _ebml(0x1F43B675, b"\x00" * cluster_bytes)
     return header + _ebml(0x18538067, segment)
