@@ -106,7 +106,8 @@ async def test_verbose_json_with_segments_and_words(audio: Audio) -> None:
         model="whisper-sim", file=upload(), response_format="verbose_json",
         timestamp_granularities=["word", "segment"], language="en", temperature=0.2, prompt="Names: Zoë")
     assert result.duration == 3.0 and result.language == "en"
-    assert result.segments and result.segments[0].start == 0.0 and result.segments[-1].end == pytest.approx(3.0)
+    assert result.segments and result.segments[0].start == 0.0
+    assert result.segments[-1].end == pytest.approx(3.0)
     assert result.words and result.words[-1].end == pytest.approx(3.0)
     sent = (await audio.audio_calls_upstream())[-1]
     assert sent["headers"]["content-type"].startswith("multipart/form-data; boundary=gateway-")
@@ -131,7 +132,8 @@ async def test_translation(audio: Audio) -> None:
     result = await audio.client.audio.translations.create(model="whisper-sim", file=upload(),
                                                           response_format="verbose_json")
     assert result.language == "english" and result.duration == 3.0  # type: ignore[union-attr]
-    text = await audio.client.audio.translations.create(model="whisper-sim", file=upload(), response_format="text")
+    text = await audio.client.audio.translations.create(model="whisper-sim", file=upload(),
+                                                        response_format="text")
     assert isinstance(text, str) and text.strip()
     log = await audio.last_log()
     assert log.route == "/v1/audio/translations" and log.family == "audio"
@@ -167,7 +169,8 @@ async def test_header_duration_when_the_upstream_reports_none(audio: Audio) -> N
     ("a.webm", samples.webm(None), 1),  # no duration anywhere: size / 4 kB/s, at least a second
 ])
 async def test_duration_read_from_each_header(audio: Audio, name: str, data: bytes, seconds: int) -> None:
-    await audio.client.audio.transcriptions.create(model="whisper-nousage", file=(name, data), response_format="text")
+    await audio.client.audio.transcriptions.create(model="whisper-nousage", file=(name, data),
+                                                   response_format="text")
     assert (await audio.last_log()).charge_nano == seconds * PER_SECOND_NANO
 
 
@@ -241,7 +244,8 @@ async def test_body_far_over_the_limit_is_refused_from_its_length(
         with pytest.raises(openai.APIStatusError) as info:
             await setup.client.audio.transcriptions.create(model="whisper-sim", file=upload(b"\x00" * size))
         assert info.value.status_code == 413 and info.value.code == "request_too_large"
-    assert (await setup.client.audio.transcriptions.create(model="whisper-sim", file=upload(samples.wav(1)))).text
+    served = await setup.client.audio.transcriptions.create(model="whisper-sim", file=upload(samples.wav(1)))
+    assert served.text
     await setup.client.close()
 
 

@@ -64,5 +64,6 @@ def webm(seconds: float | None, scale: int = 1_000_000, cluster_bytes: int = 500
     info_items = _ebml(0x2AD7B1, scale.to_bytes(4, "big"))
     if seconds is not None:
         info_items += _ebml(0x4489, struct.pack(">d", seconds * 1e9 / scale))
-    segment = _ebml(0xEC, b"\x00" * 20) + _ebml(0x1549A966, info_items) + _ebml(0x1F43B675, b"\x00" * cluster_bytes)
+    cluster = _ebml(0x1F43B675, b"\x00" * cluster_bytes)
+    segment = _ebml(0xEC, b"\x00" * 20) + _ebml(0x1549A966, info_items) + cluster
     return header + _ebml(0x18538067, segment)
