@@ -34,7 +34,8 @@ async def sim_requests(gw: GatewayHandle, path_prefix: str) -> list[dict[str, An
     return [e for e in log if str(e["path"]).startswith(path_prefix)]
 
 
-async def finished(gw: GatewayHandle, kind: str, body: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+async def finished(gw: GatewayHandle, kind: str, body: dict[str, Any],
+                   key: str | None = None) -> dict[str, Any]:
     reply = await submit(gw, kind, body, key)
     assert reply.status == 200, reply.text
     return await wait_task(gw, reply.json()["result"], key=key)
@@ -44,7 +45,8 @@ async def test_imagine_task_object(tgw: GatewayHandle) -> None:
     reply = await submit(tgw, "imagine", {"prompt": "a lighthouse at dusk", "state": "s-1"})
     assert reply.status == 200, reply.text
     answer = reply.json()
-    assert answer == {"code": 1, "description": "Submit success", "result": answer["result"], "properties": {}}
+    assert answer == {"code": 1, "description": "Submit success", "result": answer["result"],
+                      "properties": {}}
     task_id = answer["result"]
     task = await wait_task(tgw, task_id)
     assert task["id"] == task_id and task["action"] == "IMAGINE" and task["status"] == "SUCCESS"
