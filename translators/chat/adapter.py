@@ -42,8 +42,9 @@ from gateway.canonical import (
 )
 from gateway.errors import UpstreamError
 from gateway.translation import UpstreamCall
+from gateway.wire.data_url import data_url
 from translators.chat.embeddings import base64_to_floats
-from translators.chat.mapping import data_url, effort_for_budget, now, stop_reason, usage_from_wire, wire_id
+from translators.chat.mapping import effort_for_budget, now, stop_reason, usage_from_wire, wire_id
 from translators.chat.stream_decode import ChatStreamDecoder
 from translators.chat.wire import (
     ChoiceView,

@@ -72,21 +72,6 @@ def effort_for_budget(budget_tokens: int) -> str:
     return "high"
 
 
-def parse_data_url(url: str) -> tuple[str, str] | None:
-    """``data:<mime>;base64,<data>`` -> (mime, data); None when ``url`` is not a base64 data URL."""
-    if not url.startswith("data:"):
-        return None
-    header, sep, data = url[5:].partition(",")
-    if not sep or not header.endswith(";base64"):
-        return None
-    media_type = header[: -len(";base64")].split(";")[0].strip()
-    return media_type or "application/octet-stream", data
-
-
-def data_url(media_type: str | None, data: str) -> str:
-    return f"data:{media_type or 'application/octet-stream'};base64,{data}"
-
-
 def wire_id(prefix: str, canonical_id: str | None) -> str:
     """An id in OpenAI's shape (``chatcmpl-...``, ``cmpl-...``) for a canonical id of any origin."""
     if not canonical_id:

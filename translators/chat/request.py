@@ -37,8 +37,8 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
+from gateway.wire.data_url import DataURL, DataURLError, parse_data_url
 from gateway.wire.decode import decode
-from translators.chat.mapping import parse_data_url
 from translators.chat.validation import require, stop_list, unknown_fields
 from translators.chat.wire import (
     AssistantMessage,
@@ -191,20 +191,27 @@ def _image(piece: ImageContent, param: str) -> ImagePart:
     detail = piece.image_url.detail
     if url.startswith(("http://", "https://")):
         return ImagePart(url=url, detail=detail)
-    inline = parse_data_url(url)
+    inline = _data_url(url, f"{param}.image_url.url")
     if inline is None:
-        raise InvalidRequest(f"`{param}.image_url.url` must be an http(s) URL or a base64 data URL "
+        raise InvalidRequest(f"`{param}.image_url.url` must be an http(s) URL or a data URL "
                              "(data:<mime>;base64,<data>).", param=f"{param}.image_url.url")
-    media_type, data = inline
-    return ImagePart(media_type=media_type, data=data, detail=detail)
+    media_type = inline.media_type if inline.explicit_type else None
+    return ImagePart(media_type=media_type, data=inline.data, detail=detail)
+
+
+def _data_url(url: str, param: str) -> DataURL | None:
+    try:
+        return parse_data_url(url)
+    except DataURLError as exc:
+        raise InvalidRequest(f"`{param}` is not a valid data URL: {exc}", param=param) from exc
 
 
 def _document(piece: FileContent, param: str) -> DocumentPart:
     file = piece.file
     if file.file_data:
-        inline = parse_data_url(file.file_data)
+        inline = _data_url(file.file_data, f"{param}.file.file_data")
         if inline is not None:
-            media_type, data = inline
+            media_type, data = inline.media_type, inline.data
         else:  # bare base64: the file name's extension tells the type, PDF by default
             ext = (file.filename or "").rpartition(".")[2].lower()
             media_type, data = _DOC_TYPES.get(ext, "application/pdf"), file.file_data

@@ -25,7 +25,6 @@ Usage read back: the protocol's ``input_tokens`` excludes cache tokens; canonica
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -49,6 +48,7 @@ from gateway.canonical import (
 )
 from gateway.errors import InvalidRequest, UpstreamError
 from gateway.translation import UpstreamCall
+from gateway.wire.data_url import inline_data
 from translators.messages import wire
 from translators.messages.mapping import stop_reason_in, usage_in
 from translators.messages.request import BETA_EXTRA, FIELDS_EXTRA
@@ -58,7 +58,6 @@ from translators.messages.stream_decode import MessagesStreamDecoder
 API_VERSION = "2023-06-01"
 MESSAGES_PATH = "/v1/messages"
 DEFAULT_MAX_TOKENS = 4096
-_DATA_URL = re.compile(r"^data:(?P<mime>[\w.+-]+/[\w.+-]+)?(?:;[^,;]*)*?;base64,(?P<data>.*)$", re.S)
 
 
 def _cache(part: Any) -> dict[str, Any]:
@@ -78,10 +77,10 @@ def _image(part: ImagePart) -> dict[str, Any]:
                                   "data": part.data}
     else:
         url = part.url or ""
-        match = _DATA_URL.match(url)
-        if match:  # chat clients inline images as data URLs
-            source = {"type": "base64", "media_type": match.group("mime") or "image/png",
-                      "data": match.group("data")}
+        inline = inline_data(url)
+        if inline is not None:  # an image inlined as a data URL goes as the protocol's base64 source
+            media_type = inline.media_type if inline.explicit_type else part.media_type or "image/png"
+            source = {"type": "base64", "media_type": media_type, "data": inline.data}
         else:
             source = {"type": "url", "url": url}
     return {"type": "image", "source": source, **_cache(part)}

@@ -36,10 +36,10 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
+from gateway.wire.data_url import inline_data
 from translators.v1beta import wire
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-_DATA_URL = re.compile(r"^data:([^;,]+)?(?:;[^,]*)?;base64,(.*)$", re.DOTALL)
 _RESULT_KEYS = ("result", "output", "content")
 # google-genai holds signatures as bytes and sends them back URL-safe base64 encoded, whatever
 # alphabet they came in: the standard alphabet restores what another vendor signed.
@@ -184,10 +184,10 @@ def _media(part: ImagePart | DocumentPart) -> dict[str, Any] | None:
     if part.data:
         return {"inlineData": {"mimeType": part.media_type or default, "data": part.data}}
     if part.url:
-        match = _DATA_URL.match(part.url)
-        if match:
-            return {"inlineData": {"mimeType": match.group(1) or part.media_type or default,
-                                   "data": match.group(2)}}
+        inline = inline_data(part.url)
+        if inline is not None:
+            mime = inline.media_type if inline.explicit_type else part.media_type or default
+            return {"inlineData": {"mimeType": mime, "data": inline.data}}
         mime = part.media_type or mimetypes.guess_type(part.url)[0] or default
         return {"fileData": {"mimeType": mime, "fileUri": part.url}}
     if isinstance(part, DocumentPart) and part.text is not None:

@@ -73,7 +73,7 @@ def test_translated_request_from_another_family() -> None:
         system=[TextPart(text="sys")],
         messages=[
             Message(role="user", parts=[TextPart(text="look"), TextPart(text=""),
-                                        ImagePart(url="data:image/jpeg;base64,/9j/AAA"),
+                                        ImagePart(url="data:image/jpeg;base64,/9j/AAAA"),
                                         ImagePart(url="https://x/y.png", detail="high"),
                                         DocumentPart(media_type="application/pdf", data="JVBE")]),
             Message(role="assistant", parts=[ThinkingPart(text="unsigned reasoning"),
@@ -102,7 +102,7 @@ def test_translated_request_from_another_family() -> None:
             {"role": "user", "content": [
                 {"type": "text", "text": "look"},
                 {"type": "image",
-                 "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/AAA"}},
+                 "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/AAAA"}},
                 {"type": "image", "source": {"type": "url", "url": "https://x/y.png"}},
                 {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
                                                 "data": "JVBE"}}]},
