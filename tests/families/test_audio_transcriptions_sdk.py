@@ -251,7 +251,7 @@ async def test_body_far_over_the_limit_is_refused_from_its_length(
 
 # --- each bad field --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("fields", "param"), [
+BAD_FIELDS: list[tuple[dict[str, Any], str]] = [
     ({"file": ("notes.txt", b"hello", "text/plain")}, "file"),
     ({"file": ("fake.wav", b"%PDF-1.7\n" + b"x" * 100, "audio/wav")}, "file"),
     ({"file": ("empty.wav", b"", "audio/wav")}, "file"),
@@ -265,13 +265,16 @@ async def test_body_far_over_the_limit_is_refused_from_its_length(
     ({"timestamp_granularities": ["char"], "response_format": "verbose_json"}, "timestamp_granularities[]"),
     ({"model": ""}, "model"),
     ({"extra_body": {"color": "blue"}}, "color"),
-])
-async def test_each_bad_field_is_a_400_naming_it(audio: Audio, fields: dict[str, Any], param: str) -> None:
+]
+
+
+async def test_each_bad_field_is_a_400_naming_it(audio: Audio) -> None:
     await audio.clear_upstream_log()
-    args: dict[str, Any] = {"model": "whisper-sim", "file": upload(), **fields}
-    with pytest.raises(openai.BadRequestError) as info:
-        await audio.client.audio.transcriptions.create(**args)
-    assert info.value.code == "invalid_request" and info.value.param == param, info.value.body
+    for fields, param in BAD_FIELDS:  # one gateway for every case: starting one costs more
+        args: dict[str, Any] = {"model": "whisper-sim", "file": upload(), **fields}
+        with pytest.raises(openai.BadRequestError) as info:
+            await audio.client.audio.transcriptions.create(**args)
+        assert info.value.code == "invalid_request" and info.value.param == param, (fields, info.value.body)
     assert await audio.audio_calls_upstream() == []
     assert await audio.balance() == START_NANO
 
