@@ -10,77 +10,20 @@ the whole conversation.
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import openai
 import pytest
-import pytest_asyncio
 
-from tests.conftest import GatewayHandle, MakeConfig, SimulatorHandle, StartGateway
+from tests.conftest import SimulatorHandle
+from tests.families.responses_helpers import MODELS, WEATHER, rclient, rgw, upstream_bodies
 
-MODELS = ["sim-chat", "sim-claude", "sim-gemini", "resp-native"]
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Weather of a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-
-
-def responses_config(make_config: MakeConfig, simulator: SimulatorHandle, **overrides: Any) -> Any:
-    return make_config(
-        extra_models=[
-            {
-                "id": "resp-native",
-                "price": {"input_per_mtok": 1, "output_per_mtok": 2, "cache_read_per_mtok": 0.1},
-            }
-        ],
-        extra_upstreams=[
-            {
-                "name": "sim-responses",
-                "protocol": "chat",
-                "base_url": simulator.base_url,
-                "api_key": "sk-sim",
-                "models": {"resp-native": "gpt-sim"},
-                "features": ["responses"],
-            }
-        ],
-        **overrides,
-    )
-
-
-async def sdk_client(handle: GatewayHandle) -> openai.AsyncOpenAI:
-    handle.user = await handle.create_user("u" + secrets.token_hex(3), quota_usd=100)
-    handle.key_record = await handle.create_key(handle.user["id"], name="test")
-    return openai.AsyncOpenAI(base_url=handle.base_url + "/v1", api_key=handle.key, max_retries=0)
-
-
-@pytest_asyncio.fixture
-async def rgw(
-    gateway_server: StartGateway, make_config: MakeConfig, simulator: SimulatorHandle
-) -> GatewayHandle:
-    return await gateway_server(responses_config(make_config, simulator))
-
-
-@pytest_asyncio.fixture
-async def client(rgw: GatewayHandle) -> AsyncIterator[openai.AsyncOpenAI]:
-    c = await sdk_client(rgw)
-    yield c
-    await c.close()
-
-
-async def upstream_bodies(simulator: SimulatorHandle, marker: str) -> list[dict[str, Any]]:
-    """Bodies of the requests the simulator received that mention ``marker``."""
-    async with aiohttp.ClientSession() as http, http.get(simulator.base_url + "/_sim/requests") as resp:
-        entries = await resp.json()
-    return [e for e in entries if marker in str(e["body_json_or_null"])]
+__all__ = ["rclient", "rgw"]  # fixtures
 
 
 @pytest.mark.parametrize("model", MODELS)
-async def test_plain(client: openai.AsyncOpenAI, model: str) -> None:
-    response = await client.responses.create(model=model, input="Hello there", instructions="Be brief.")
+async def test_plain(rclient: openai.AsyncOpenAI, model: str) -> None:
+    response = await rclient.responses.create(model=model, input="Hello there", instructions="Be brief.")
     assert response.id.startswith("resp_")
     assert response.object == "response" and response.status == "completed" and response.model == model
     assert response.output_text.startswith("[simulated]")
@@ -91,10 +34,10 @@ async def test_plain(client: openai.AsyncOpenAI, model: str) -> None:
 
 
 @pytest.mark.parametrize("model", MODELS)
-async def test_follow_up_at_once(client: openai.AsyncOpenAI, simulator: SimulatorHandle, model: str) -> None:
+async def test_follow_up_at_once(rclient: openai.AsyncOpenAI, simulator: SimulatorHandle, model: str) -> None:
     marker = "m" + secrets.token_hex(4)
-    first = await client.responses.create(model=model, input=f"remember {marker}")
-    second = await client.responses.create(
+    first = await rclient.responses.create(model=model, input=f"remember {marker}")
+    second = await rclient.responses.create(
         model=model, input="what did I say?", previous_response_id=first.id
     )
     assert second.previous_response_id == first.id and second.output_text.startswith("[simulated]")
@@ -106,12 +49,12 @@ async def test_follow_up_at_once(client: openai.AsyncOpenAI, simulator: Simulato
 
 
 @pytest.mark.parametrize("model", MODELS)
-async def test_tool_round_trip(client: openai.AsyncOpenAI, model: str) -> None:
-    first = await client.responses.create(model=model, input="Weather in Paris?", tools=[WEATHER])  # type: ignore[list-item]
+async def test_tool_round_trip(rclient: openai.AsyncOpenAI, model: str) -> None:
+    first = await rclient.responses.create(model=model, input="Weather in Paris?", tools=[WEATHER])  # type: ignore[list-item]
     calls = [item for item in first.output if item.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "get_weather"
     assert "city" in calls[0].arguments
-    second = await client.responses.create(
+    second = await rclient.responses.create(
         model=model,
         previous_response_id=first.id,
         tools=[WEATHER],  # type: ignore[list-item]
@@ -121,8 +64,8 @@ async def test_tool_round_trip(client: openai.AsyncOpenAI, model: str) -> None:
 
 
 @pytest.mark.parametrize("model", MODELS)
-async def test_stream(client: openai.AsyncOpenAI, model: str) -> None:
-    async with client.responses.stream(model=model, input="Stream please") as stream:
+async def test_stream(rclient: openai.AsyncOpenAI, model: str) -> None:
+    async with rclient.responses.stream(model=model, input="Stream please") as stream:
         kinds = [event.type async for event in stream]
         final = await stream.get_final_response()
     assert kinds[:2] == ["response.created", "response.in_progress"]
@@ -139,13 +82,13 @@ async def test_stream(client: openai.AsyncOpenAI, model: str) -> None:
     assert final.output_text.startswith("[simulated]") and final.usage is not None
     assert final.usage.output_tokens > 0
     # Stored before the final event: continuing it at once works.
-    follow = await client.responses.create(model=model, input="and then?", previous_response_id=final.id)
+    follow = await rclient.responses.create(model=model, input="and then?", previous_response_id=final.id)
     assert follow.status == "completed"
 
 
 @pytest.mark.parametrize("model", MODELS)
-async def test_stream_tool_call_and_follow_up(client: openai.AsyncOpenAI, model: str) -> None:
-    events = await client.responses.create(
+async def test_stream_tool_call_and_follow_up(rclient: openai.AsyncOpenAI, model: str) -> None:
+    events = await rclient.responses.create(
         model=model,
         input="Weather in Oslo?",
         tools=[WEATHER],  # type: ignore[list-item]
@@ -160,7 +103,7 @@ async def test_stream_tool_call_and_follow_up(client: openai.AsyncOpenAI, model:
     )
     final = seen[-1].response
     call = next(item for item in final.output if item.type == "function_call")
-    streamed = await client.responses.create(
+    streamed = await rclient.responses.create(
         model=model,
         previous_response_id=final.id,
         stream=True,
@@ -170,11 +113,11 @@ async def test_stream_tool_call_and_follow_up(client: openai.AsyncOpenAI, model:
     assert done.type == "response.completed" and "snow" in done.response.output_text
 
 
-async def test_store_false_is_not_kept(client: openai.AsyncOpenAI) -> None:
-    response = await client.responses.create(model="sim-chat", input="forget me", store=False)
+async def test_store_false_is_not_kept(rclient: openai.AsyncOpenAI) -> None:
+    response = await rclient.responses.create(model="sim-chat", input="forget me", store=False)
     assert response.store is False
     with pytest.raises(openai.NotFoundError):
-        await client.responses.retrieve(response.id)
+        await rclient.responses.retrieve(response.id)
     with pytest.raises(openai.BadRequestError) as err:
-        await client.responses.create(model="sim-chat", input="next", previous_response_id=response.id)
+        await rclient.responses.create(model="sim-chat", input="next", previous_response_id=response.id)
     assert err.value.code == "invalid_request" and err.value.param == "previous_response_id"
