@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.config import Config
 from gateway.errors import InvalidRequest, NotFound
+from gateway.families import DEFAULT_FAMILY
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.keys import generate_api_key, generate_user_token, hash_secret, mask_key, parse_network
 from gateway.money import nano_to_usd, usd_to_nano
@@ -195,38 +196,38 @@ def _path_id(request: Request) -> int:
     return int(raw)
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def create_user(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), UserCreate)
     return json_response(await ops.create_user(body, request_id(request)), status=201)
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def list_users(request: Request) -> Response:
     return json_response({"data": await _ops(request).list_users()})
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def get_user(request: Request) -> Response:
     return json_response(await _ops(request).get_user(_path_id(request)))
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def topup(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), TopUp)
     return json_response(await ops.topup(_path_id(request), body, request_id(request)))
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def create_key(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), KeyCreate)
     return json_response(await ops.create_key(body), status=201)
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def list_keys(request: Request) -> Response:
     ops = _ops(request)
     raw = request.query_params.get("user_id")
@@ -239,19 +240,19 @@ async def list_keys(request: Request) -> Response:
     return json_response({"data": await ops.list_keys(user_id)})
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def get_key(request: Request) -> Response:
     return json_response(await _ops(request).get_key(_path_id(request)))
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def update_key(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), KeyPatch)
     return json_response(await ops.update_key(_path_id(request), body))
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def delete_key(request: Request) -> Response:
     await _ops(request).delete_key(_path_id(request))
     return Response(status_code=204)

@@ -22,16 +22,15 @@ from starlette.routing import BaseRoute, Route
 from gateway.admin_api import admin_routes
 from gateway.auth import Authenticator
 from gateway.catalogue import Catalogue
-from gateway.config import Config
+from gateway.config import Config, check_protocols
 from gateway.context import Gateway
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
-from gateway.http import error_response, family_for_path, json_response
+from gateway.http import json_response, path_error_response
 from gateway.metering.meter import Meter
 from gateway.middleware import middleware_stack
-from gateway.plugins import make_plugin_manager
+from gateway.plugins import collect_adapters, collect_families, make_plugin_manager
 from gateway.records import RequestLog
 from gateway.storage import open_storage
-from gateway.translation import UpstreamAdapter
 from gateway.upstream.pool import UpstreamPool
 
 
@@ -40,9 +39,11 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
     """A ready-to-serve app for ``config``. ``extra_plugins`` are registered after the built-ins
     and entry points (tests use it for throw-away plugins)."""
     pm = make_plugin_manager(load_entrypoints=load_entrypoints, extra_plugins=tuple(extra_plugins))
+    adapters = collect_adapters(pm)
+    check_protocols(config, adapters)
+    families = collect_families(pm)
     storage = open_storage(config.database)
     instance_id = uuid.uuid4().hex
-    adapters = collect_adapters(pm)
 
     def on_finished(record: RequestLog) -> None:
         notify_finished(gateway, record)
@@ -52,32 +53,23 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
         plugins=pm,
         catalogue=Catalogue(config),
         storage=storage,
-        auth=Authenticator(storage, config, config.redis),
+        auth=Authenticator(storage, config, config.redis, families=families),
         meter=Meter(storage, instance_id, on_finished=on_finished,
                     batch_max=config.metering.batch_max, flush_interval_s=config.metering.flush_interval_s,
                     heartbeat_s=config.metering.heartbeat_s, stale_after_s=config.metering.stale_after_s),
         upstreams=UpstreamPool(config, adapters),
         instance_id=instance_id,
         adapters=adapters,
+        families=families,
     )
     app = Starlette(
         routes=[*core_routes(), *collect_routes(pm, gateway)],
-        middleware=middleware_stack(config),
+        middleware=middleware_stack(config, families),
         exception_handlers={HTTPException: http_exception, GatewayError: gateway_exception},
         lifespan=_lifespan(gateway),
     )
     app.state.gateway = gateway
     return app
-
-
-def collect_adapters(pm: pluggy.PluginManager) -> dict[str, UpstreamAdapter]:
-    """One adapter per protocol; pluggy answers last-registered first, so walking its answers
-    backwards lets a later plugin's adapter replace a built-in one."""
-    adapters: dict[str, UpstreamAdapter] = {}
-    for answer in reversed(pm.hook.gateway_upstream_adapters()):
-        for adapter in answer or ():
-            adapters[adapter.protocol] = adapter
-    return adapters
 
 
 def collect_routes(pm: pluggy.PluginManager, gateway: Gateway) -> list[BaseRoute]:
@@ -113,7 +105,7 @@ async def http_exception(request: Request, exc: Exception) -> Response:
         err = MethodNotAllowed(f"Method {request.method} is not allowed for {path}.")
     else:
         err = GatewayError(str(exc.detail), status=exc.status_code, code="http_error")
-    response = error_response(family_for_path(path), err, request)
+    response = path_error_response(request, err)
     if exc.headers:
         response.headers.update(exc.headers)
     return response
@@ -122,7 +114,7 @@ async def http_exception(request: Request, exc: Exception) -> Response:
 async def gateway_exception(request: Request, exc: Exception) -> Response:
     """A GatewayError raised by a route that is not wrapped in ``endpoint``."""
     assert isinstance(exc, GatewayError)
-    return error_response(family_for_path(request.url.path), exc, request)
+    return path_error_response(request, exc)
 
 
 async def _await_all(results: Iterable[Any]) -> None:

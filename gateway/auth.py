@@ -1,6 +1,7 @@
 """Who is calling: API keys for model endpoints, user tokens for management endpoints, the admin key.
 
-Checks, in order: a credential is present (per family's headers), it is ``sk-``-shaped, it exists
+Checks, in order: a credential is present (where the caller's wire family carries it: the
+``WireFamily`` object extracts it), the family's required headers are right, it is ``sk-``-shaped, it exists
 (looked up by its sha256), the key is enabled, not expired, and the client IP is in its allowlist.
 The model allowlist is ``Catalogue.check``'s job and quota the Meter's.
 
@@ -15,17 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import hmac
 import logging
-import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
 from gateway.config import Config
-from gateway.errors import ExpiredApiKey, InvalidApiKey, InvalidRequest, IpNotAllowed
+from gateway.errors import ExpiredApiKey, InvalidApiKey, IpNotAllowed
+from gateway.families import BEARER_HINT, FamilyRegistry, bearer_token
 from gateway.keys import (
     Network,
     client_ip_from,
@@ -53,7 +53,6 @@ def redis_channel(redis_url: str) -> str:
 
     db = urlsplit(redis_url).path.strip("/") or "0"
     return f"{REDIS_CHANNEL}:{db}"
-_VERSION_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 class _Entry:
@@ -79,22 +78,16 @@ def _networks(entries: list[str] | None) -> tuple[Network, ...] | None:
     return tuple(parsed)
 
 
-def _bearer(request: Request) -> str | None:
-    value = request.headers.get("authorization")
-    if value is None:
-        return None
-    scheme, _, token = value.partition(" ")
-    return token if scheme.lower() == "bearer" else ""
-
-
 class Authenticator:
     poll_interval_s: float = 0.5  # cross-process invalidation delay without Redis
     cache_size: int = 10_000
     negative_cache_size: int = 10_000
 
-    def __init__(self, storage: Storage, config: Config, redis_url: str | None = None) -> None:
+    def __init__(self, storage: Storage, config: Config, redis_url: str | None = None, *,
+                 families: FamilyRegistry | None = None) -> None:
         self.storage = storage
         self.redis_url = redis_url
+        self._families = families if families is not None else FamilyRegistry(())
         self._admin_key = config.admin_key or None
         self._trusted = parse_networks(config.trusted_proxies)
         self._cache: dict[str, _Entry] = {}
@@ -129,11 +122,10 @@ class Authenticator:
 
     # --- model endpoints -------------------------------------------------------------------------
     async def authenticate(self, request: Request, family: str) -> Principal:
-        """The caller of a model endpoint of ``family`` (chat, messages, v1beta; any other family
-        uses the chat family's Bearer header)."""
+        """The caller of a model endpoint of the wire family named ``family``: the family object
+        finds the credential and checks its required headers; a name no family registered (the
+        gateway's own endpoints, a plugin without a family) takes a Bearer credential."""
         credential = self._credential(request, family)
-        if family == "messages":
-            _check_version(request)
         entry = await self._entry(credential)
         key = entry.key
         if not key.enabled:
@@ -145,20 +137,16 @@ class Authenticator:
             raise IpNotAllowed(f"Requests from {ip or 'this address'} are not allowed for this API key.")
         return Principal(key=key, user=entry.user, client_ip=ip)
 
-    def _credential(self, request: Request, family: str) -> str:
-        headers = request.headers
-        if family == "messages":
-            found = headers.get("x-api-key") or _bearer(request)
-            where = "the x-api-key header"
-        elif family == "v1beta":
-            found = (headers.get("x-vendorc-api-key") or headers.get("x-goog-api-key")
-                     or request.query_params.get("key") or _bearer(request))
-            where = "the x-vendorc-api-key header"
+    def _credential(self, request: Request, family_name: str) -> str:
+        family = self._families.get(family_name)
+        if family is None:
+            found, where = bearer_token(request), BEARER_HINT
         else:
-            found = _bearer(request)
-            where = "the Authorization header (Bearer <key>)"
+            found, where = family.credential(request), family.credential_hint
         if not found:
             raise InvalidApiKey(f"No API key provided. Pass your API key in {where}.")
+        if family is not None:
+            family.check_headers(request)  # after the credential: a missing key is told first
         return found
 
     async def _entry(self, credential: str) -> _Entry:
@@ -196,7 +184,7 @@ class Authenticator:
     async def authenticate_user_token(self, request: Request) -> UserRecord:
         """The user of a management endpoint (``/api/user/self``, ``/api/log/self``): Bearer user
         token. Read from storage each time: these endpoints show the live balance."""
-        token = _bearer(request)
+        token = bearer_token(request)
         if not token:
             raise InvalidApiKey("No user token provided. Pass it as Authorization: Bearer <user token>.")
         if not is_user_token_shaped(token):
@@ -213,7 +201,7 @@ class Authenticator:
         means the admin API is off: every call is refused."""
         if self._admin_key is None:
             raise InvalidApiKey("The admin API is disabled: no admin_key is configured (GATEWAY_ADMIN_KEY).")
-        token = _bearer(request) or ""
+        token = bearer_token(request) or ""
         if not hmac.compare_digest(token.encode("utf-8"), self._admin_key.encode("utf-8")):
             raise InvalidApiKey("Invalid admin key.")
 
@@ -290,17 +278,3 @@ def _bounded_put(cache: dict[str, Any], digest: str, value: Any, limit: int) -> 
         cache.pop(next(iter(cache)))
     cache[digest] = value
 
-
-def _check_version(request: Request) -> None:
-    """The message family requires a date-form version header (any date, as SDKs move on)."""
-    version = request.headers.get("vendorb-version") or request.headers.get("anthropic-version")
-    if version is None:
-        raise InvalidRequest("The vendorb-version (or anthropic-version) header is required, "
-                             "e.g. 2023-06-01.", param="vendorb-version")
-    try:
-        valid = _VERSION_DATE.fullmatch(version) is not None and bool(datetime.date.fromisoformat(version))
-    except ValueError:
-        valid = False
-    if not valid:
-        raise InvalidRequest("The vendorb-version header must be a date such as 2023-06-01.",
-                             param="vendorb-version")

@@ -47,8 +47,12 @@ def _simulator(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
+    from gateway.plugins import collect_adapters, make_plugin_manager
+
+    # The upstream protocols that exist are those the installed plugins' adapters speak.
+    protocols = collect_adapters(make_plugin_manager())
     try:
-        load_config(args.path)
+        load_config(args.path, protocols)
     except ConfigError as exc:
         print_config_errors(exc)
         return 2

@@ -9,17 +9,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Collection
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 import yaml
-
-TEXT_PROTOCOLS = ("chat", "messages", "v1beta")
-Protocol = Literal["chat", "messages", "v1beta", "responses", "audio", "imagetask", "videoa", "videos",
-                   "music"]
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -60,6 +57,7 @@ class Price(_Section):
     per_second: float | None = None
     per_minute: float | None = None
     per_task: float | None = None
+    per_mchar: float | None = None  # speech synthesis: USD per million input characters
 
 
 class ModelConfig(_Section):
@@ -85,7 +83,9 @@ class UpstreamTimeouts(_Section):
 
 class UpstreamConfig(_Section):
     name: str
-    protocol: Protocol
+    # The wire protocol the upstream speaks: any ``protocol`` a registered adapter declares
+    # (checked by ``check_protocols`` once the plugins are known).
+    protocol: str
     base_url: str
     api_key: str = ""
     models: list[str] | dict[str, str] = []
@@ -283,8 +283,23 @@ def _check_semantics(config: Config, errors: list[str]) -> None:
         errors.append("billing.rmb_per_usd: must be positive")
 
 
-def parse_config(text: str) -> Config:
-    """Decode config text; raises ConfigError listing every problem found."""
+def protocol_errors(config: Config, known: Collection[str]) -> list[str]:
+    """One line per upstream whose ``protocol`` no registered adapter speaks."""
+    listed = ", ".join(sorted(known)) or "none"
+    return [f"upstreams[{i}].protocol: unknown protocol {up.protocol!r} (known: {listed})"
+            for i, up in enumerate(config.upstreams) if up.protocol not in known]
+
+
+def check_protocols(config: Config, known: Collection[str]) -> None:
+    """ConfigError unless every upstream's protocol is one of ``known`` (the adapters' protocols)."""
+    errors = protocol_errors(config, known)
+    if errors:
+        raise ConfigError(errors)
+
+
+def parse_config(text: str, protocols: Collection[str] | None = None) -> Config:
+    """Decode config text; raises ConfigError listing every problem found. With ``protocols`` (the
+    protocols of the registered adapters) an upstream's unknown protocol is one of them."""
     errors: list[str] = []
     try:
         raw = yaml.safe_load(text) or {}
@@ -298,14 +313,16 @@ def parse_config(text: str) -> Config:
         raise ConfigError(errors)
     config = msgspec.convert(good, Config, strict=False)
     _check_semantics(config, errors)
+    if protocols is not None:
+        errors += protocol_errors(config, protocols)
     if errors:
         raise ConfigError(errors)
     return config
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, protocols: Collection[str] | None = None) -> Config:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"$: cannot read {path}: {exc.strerror}"]) from exc
-    return parse_config(text)
+    return parse_config(text, protocols)

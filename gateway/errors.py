@@ -1,4 +1,4 @@
-"""Every error the gateway answers with, and the three wire envelopes that carry them.
+"""Every error the gateway answers with (the envelopes that carry them belong to the families).
 
 Hierarchy (status and code are class attributes; a raise may override the code)::
 
@@ -18,14 +18,12 @@ Hierarchy (status and code are class attributes; a raise may override the code):
     ├── UpstreamError                 502 upstream_error    (failure after retries / failover)
     └── UpstreamHTTPError             <upstream's 4xx>      (relayed to the client as-is)
 
-A family is the wire format of the route that failed: ``chat`` (OpenAI envelope, also used by
-media, account and admin routes), ``messages`` (Anthropic envelope) or ``v1beta`` (Gemini
-envelope). ``render_error`` is the one place that turns an error into bytes.
+An error becomes bytes in the envelope of the wire family whose route failed: each family renders
+its own (``gateway.families.WireFamily.render_error``); routes that no family owns get
+``gateway.families.render_default_error``.
 """
 
 from __future__ import annotations
-
-import orjson
 
 __all__ = [
     "ExpiredApiKey",
@@ -43,7 +41,6 @@ __all__ = [
     "RequestTooLarge",
     "UpstreamError",
     "UpstreamHTTPError",
-    "render_error",
 ]
 
 
@@ -140,43 +137,3 @@ def _code_for_status(status: int) -> str:
         422: "invalid_request",
         429: "rate_limit_exceeded",
     }.get(status, "upstream_error")
-
-
-_OPENAI_TYPE = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 405: "invalid_request_error", 413: "request_too_large",
-                429: "rate_limit_error"}
-_GEMINI_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED",
-                  404: "NOT_FOUND", 405: "INVALID_ARGUMENT", 413: "INVALID_ARGUMENT",
-                  429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 504: "UNAVAILABLE"}
-
-
-def native_type(status: int) -> str:
-    """The OpenAI/Anthropic `type` for an HTTP status (CONTRACT section 5)."""
-    if status >= 500:
-        return "api_error"
-    return _OPENAI_TYPE.get(status, "invalid_request_error")
-
-
-def native_status(status: int) -> str:
-    """The Gemini `status` for an HTTP status (CONTRACT section 5)."""
-    if status >= 500:
-        return _GEMINI_STATUS.get(status, "INTERNAL")
-    return _GEMINI_STATUS.get(status, "INVALID_ARGUMENT")
-
-
-def render_error(family: str, err: GatewayError) -> bytes:
-    """The error body in the envelope of ``family`` (chat, messages or v1beta)."""
-    if family == "messages":
-        body: dict[str, object] = {"type": "error", "error": {
-            "type": native_type(err.status), "message": err.message, "code": err.code}}
-    elif family == "v1beta":
-        body = {"error": {
-            "code": err.status, "message": err.message, "status": native_status(err.status),
-            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": err.code}]}}
-    else:
-        inner: dict[str, object] = {"message": err.message, "type": native_type(err.status),
-                                    "code": err.code}
-        if err.param is not None:
-            inner["param"] = err.param
-        body = {"error": inner}
-    return orjson.dumps(body)

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from gateway.errors import GatewayError
 
 __all__ = [
+    "BEARER_HINT",
     "DEFAULT_FAMILY",
+    "MULTIPART_SLACK",
     "FamilyRegistry",
     "WireFamily",
     "bearer_token",
@@ -32,6 +34,11 @@ __all__ = [
 ]
 
 DEFAULT_FAMILY = "default"
+# Where a Bearer credential sits, in the words of the 401 that says it is missing.
+BEARER_HINT = "the Authorization header (Bearer <key>)"
+# Multipart bodies carry boundaries and the other form fields besides the file itself: a family
+# whose upload limit is a file size adds this to it in ``body_limit``.
+MULTIPART_SLACK = 1024 * 1024
 
 
 class WireFamily(Protocol):

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gateway.families import WireFamily
     from gateway.records import RequestLog
     from gateway.tasks.family import TaskFamily
-    from gateway.translation import UpstreamAdapter
+    from gateway.translation import ProtocolAdapter
 
 hookspec = pluggy.HookspecMarker("gateway")
 hookimpl = pluggy.HookimplMarker("gateway")
@@ -38,10 +38,12 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 
 @hookspec
-def gateway_upstream_adapters() -> list[UpstreamAdapter]:
-    """Adapters that speak an upstream ``protocol`` (chat, messages, v1beta, ...): they turn the
-    canonical request into that protocol's wire request and its answers back into canonical form.
-    One adapter per protocol; a later-registered plugin's adapter wins."""
+def gateway_upstream_adapters() -> list[ProtocolAdapter]:
+    """Adapters that speak an upstream ``protocol``: they turn the canonical request into that
+    protocol's wire request and its answers back into canonical form. Each declares its
+    ``protocol`` (the values ``upstreams[].protocol`` may take) and its ``capabilities`` (the kinds
+    of work routing may send it; "generate"/"embed" make it a text ``UpstreamAdapter``). One
+    adapter per protocol; a later-registered plugin's adapter wins."""
 
 
 @hookspec

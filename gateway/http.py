@@ -1,23 +1,23 @@
-"""HTTP helpers every route module uses: the family of a path, the request id, error and JSON
-responses, body reading, body decoding with field-naming errors, and the ``endpoint`` wrapper.
+"""HTTP helpers every route module uses: the request id, error and JSON responses, body reading,
+body decoding with field-naming errors, and the ``endpoint`` wrapper.
 
-A route handler is written as::
+A route handler of a family registered as ``"myfamily"`` is written as::
 
-    @endpoint("messages")
-    async def create_message(request: Request) -> Response:
+    @endpoint("myfamily")
+    async def create(request: Request) -> Response:
         gateway = get_gateway(request)
-        principal = await gateway.auth.authenticate(request, "messages")
+        principal = await gateway.auth.authenticate(request, "myfamily")
         body = await read_json_body(request)
         ...
 
-Any ``GatewayError`` it raises becomes the family's error envelope with the error's status; any
-other exception goes to the ``gateway_handle_exception`` hook (500, no stack trace in the body).
+Any ``GatewayError`` it raises becomes the family's error envelope (rendered by the family object
+the running gateway's ``FamilyRegistry`` holds) with the error's status; any other exception goes
+to the ``gateway_handle_exception`` hook (500, no stack trace in the body).
 """
 
 from __future__ import annotations
 
 import functools
-import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,7 +27,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import GatewayError, InvalidRequest, render_error
+from gateway.errors import GatewayError, InvalidRequest
+from gateway.families import FamilyRegistry, render_default_error
 from gateway.wire.decode import decode_body  # re-exported: the one field-naming decoder
 
 if TYPE_CHECKING:
@@ -38,11 +39,12 @@ __all__ = [
     "decode_body",
     "endpoint",
     "error_response",
-    "family_for_path",
+    "families_of",
     "get_gateway",
     "handle_unexpected",
     "json_response",
     "new_request_id",
+    "path_error_response",
     "read_json_body",
     "request_id",
 ]
@@ -52,21 +54,6 @@ JSON_MEDIA_TYPE = "application/json"
 
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
-
-# The third family is also served on ``/v1/models/{model}:{method}`` (what google-genai calls by
-# default); a colon in the last segment of a model path is what tells it from the chat family.
-_V1_MODEL_METHOD = re.compile(r"^/v1/models/[^/]+:[A-Za-z]+$")
-
-
-def family_for_path(path: str) -> str:
-    """The wire family whose error envelope a path gets: ``messages``, ``v1beta`` or ``chat``
-    (chat also covers media, account, admin and unknown paths)."""
-    if path.startswith("/v1/messages"):
-        return "messages"
-    if path.startswith("/v1beta/") or path == "/v1beta" or _V1_MODEL_METHOD.match(path):
-        return "v1beta"
-    return "chat"
-
 
 def new_request_id() -> str:
     """``req_`` + 32 hex characters."""
@@ -85,7 +72,14 @@ def request_id(request: Request) -> str:
 
 def get_gateway(request: Request) -> Gateway:
     """The running Gateway of the app that serves ``request``."""
-    return request.app.state.gateway
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+def families_of(request: Request) -> FamilyRegistry | None:
+    """The families of the gateway serving ``request``; None for a bare app (a unit test)."""
+    gateway: Gateway | None = getattr(request.app.state, "gateway", None)
+    return gateway.families if gateway is not None else None
 
 
 def json_response(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
@@ -101,9 +95,20 @@ def _default(obj: Any) -> Any:
 
 
 def error_response(family: str, err: GatewayError, request: Request | None = None) -> Response:
-    """``err`` in the envelope of ``family``. The request id header is added by the middleware;
-    ``request`` is accepted so that callers need not know that (and for future use)."""
-    return Response(render_error(family, err), status_code=err.status, media_type=JSON_MEDIA_TYPE)
+    """``err`` in the envelope of the family named ``family``, as the gateway serving ``request``
+    registered it; the gateway's own envelope for a name no family has (or without a gateway).
+    The request id header is added by the middleware."""
+    families = families_of(request) if request is not None else None
+    body = families.render(family, err) if families is not None else render_default_error(err)
+    return Response(body, status_code=err.status, media_type=JSON_MEDIA_TYPE)
+
+
+def path_error_response(request: Request, err: GatewayError) -> Response:
+    """``err`` in the envelope of the family that owns the request's path (routing errors)."""
+    families = families_of(request)
+    path = request.url.path
+    body = families.render_for_path(path, err) if families is not None else render_default_error(err)
+    return Response(body, status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
 
 async def read_json_body(request: Request) -> bytes:

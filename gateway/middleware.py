@@ -21,26 +21,18 @@ from collections.abc import Sequence
 import orjson
 from starlette.middleware import Middleware
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.config import Config, LimitsConfig
+from gateway.config import Config
 from gateway.errors import GatewayError, RequestTooLarge
-from gateway.http import (
-    REQUEST_ID_HEADER,
-    error_response,
-    family_for_path,
-    handle_unexpected,
-    new_request_id,
-)
+from gateway.families import DEFAULT_FAMILY, FamilyRegistry
+from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.keys import Network, client_ip_from, parse_networks
 
 access_log = logging.getLogger("gateway.access")
 
 _REQUEST_ID_HEADER = REQUEST_ID_HEADER.lower().encode("latin-1")
-# Multipart bodies carry boundaries and the other form fields besides the file itself.
-MULTIPART_SLACK = 1024 * 1024
-TRANSCRIPTION_PATH = "/v1/audio/transcriptions"
-VIDEO_SUBMIT_PATH = "/videoa/v1/videos/generations"
 
 
 class RequestIdMiddleware:
@@ -130,14 +122,19 @@ class AccessLogMiddleware:
         return client_ip_from(peer, forwarded, self.trusted)
 
 
+def _envelope(families: FamilyRegistry, path: str, err: GatewayError) -> Response:
+    return Response(families.render_for_path(path, err), status_code=err.status, media_type=JSON_MEDIA_TYPE)
+
+
 class ErrorGuardMiddleware:
     """The last line of defence: an exception that escaped every route and exception handler is
-    answered in the envelope of the path's family (through ``gateway_handle_exception`` for
-    anything that is not a GatewayError). Once a response has started nothing can be sent
+    answered in the envelope of the family that owns the path (through ``gateway_handle_exception``
+    for anything that is not a GatewayError). Once a response has started nothing can be sent
     instead, so the exception goes on to the server, which closes the connection."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, families: FamilyRegistry) -> None:
         self.app = app
+        self.families = families
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -156,39 +153,35 @@ class ErrorGuardMiddleware:
         except Exception as exc:
             if response_started:
                 raise
-            family = family_for_path(scope["path"])
+            response: Response
             if isinstance(exc, GatewayError):
-                response = error_response(family, exc)
+                response = _envelope(self.families, scope["path"], exc)
             else:
+                owner = self.families.for_path(scope["path"])
+                family = owner.name if owner is not None else DEFAULT_FAMILY
                 response = handle_unexpected(Request(scope, receive), exc, family)
             await response(scope, receive, send)
 
 
-def body_limit_for(path: str, limits: LimitsConfig) -> int:
-    if path == TRANSCRIPTION_PATH:
-        return limits.transcription_bytes + MULTIPART_SLACK
-    if path == VIDEO_SUBMIT_PATH:
-        return limits.video_submit_bytes
-    return limits.json_body_bytes
-
-
 class BodyLimitMiddleware:
-    """413 ``request_too_large``: at once when Content-Length is over the path's limit, otherwise
-    by counting the body as it is received (chunked uploads) and raising RequestTooLarge from
-    ``receive``, which the route's ``endpoint`` wrapper (or ErrorGuard) turns into the envelope."""
+    """413 ``request_too_large``: at once when Content-Length is over the path's limit (the owning
+    family's ``body_limit``, else ``limits.json_body_bytes``), otherwise by counting the body as it
+    is received (chunked uploads) and raising RequestTooLarge from ``receive``, which the route's
+    ``endpoint`` wrapper (or ErrorGuard) turns into the envelope."""
 
-    def __init__(self, app: ASGIApp, limits: LimitsConfig) -> None:
+    def __init__(self, app: ASGIApp, config: Config, families: FamilyRegistry) -> None:
         self.app = app
-        self.limits = limits
+        self.limits = config.limits
+        self.families = families
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = body_limit_for(scope["path"], self.limits)
+        limit = self.families.body_limit(scope["path"], self.limits)
         declared = _content_length(scope)
         if declared is not None and declared > limit:
-            response = error_response(family_for_path(scope["path"]), _too_large(limit))
+            response = _envelope(self.families, scope["path"], _too_large(limit))
             response.headers["connection"] = "close"  # the body is never read: end the connection
             await response(scope, receive, send)
             await _discard_rest(receive)
@@ -243,10 +236,11 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def middleware_stack(config: Config) -> list[Middleware]:
+def middleware_stack(config: Config, families: FamilyRegistry) -> list[Middleware]:
     """The middleware of ``create_app``, outermost first."""
     stack = [Middleware(RequestIdMiddleware)]
     if config.logging.access_log:
         stack.append(Middleware(AccessLogMiddleware, trusted_proxies=parse_networks(config.trusted_proxies)))
-    stack += [Middleware(ErrorGuardMiddleware), Middleware(BodyLimitMiddleware, limits=config.limits)]
+    stack += [Middleware(ErrorGuardMiddleware, families=families),
+              Middleware(BodyLimitMiddleware, config=config, families=families)]
     return stack

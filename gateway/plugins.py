@@ -8,10 +8,15 @@ entry-point group.
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 import pluggy
 
 from gateway import hookspecs
+from gateway.families import FamilyRegistry, WireFamily
+
+if TYPE_CHECKING:
+    from gateway.translation import ProtocolAdapter
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "gateway.default_hooks",
@@ -30,17 +35,30 @@ def make_plugin_manager(*, load_entrypoints: bool = True,
     pm = pluggy.PluginManager("gateway")
     pm.add_hookspecs(hookspecs)
     for name in DEFAULT_PLUGINS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            # A built-in that is not written yet is skipped; any other import error is a bug.
-            if exc.name != name:
-                raise
-            continue
-        pm.register(module, name)
+        # A built-in that does not import is a broken install: fail loudly, never serve without it.
+        pm.register(importlib.import_module(name), name)
     if load_entrypoints:
         pm.load_setuptools_entrypoints("gateway")
     for plugin in extra_plugins:
         pm.register(plugin)
     pm.check_pending()
     return pm
+
+
+def collect_families(pm: pluggy.PluginManager) -> FamilyRegistry:
+    """Every plugin's wire families. pluggy answers last-registered first; walking its answers
+    backwards registers built-ins first, and on a name clash the first registered one stays."""
+    families: list[WireFamily] = []
+    for answer in reversed(pm.hook.gateway_families()):
+        families.extend(answer or ())
+    return FamilyRegistry(families)
+
+
+def collect_adapters(pm: pluggy.PluginManager) -> dict[str, ProtocolAdapter]:
+    """One adapter per upstream protocol; walking pluggy's answers backwards lets a later plugin's
+    adapter replace a built-in one."""
+    adapters: dict[str, ProtocolAdapter] = {}
+    for answer in reversed(pm.hook.gateway_upstream_adapters()):
+        for adapter in answer or ():
+            adapters[adapter.protocol] = adapter
+    return adapters

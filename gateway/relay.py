@@ -20,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
-from gateway.config import TEXT_PROTOCOLS
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.http import error_response, get_gateway, read_json_body, request_id
@@ -58,8 +57,8 @@ def _crashed(ctx: CallContext | None) -> None:
         ctx.finish(500, "gateway_error", error_code="internal_error")
 
 
-def _targets(gw: Gateway, model_id: str) -> list[Target]:
-    targets = gw.upstreams.targets(model_id, TEXT_PROTOCOLS)
+def _targets(gw: Gateway, model_id: str, capability: str = "generate") -> list[Target]:
+    targets = gw.upstreams.targets(model_id, capability=capability)
     if not targets:
         raise UpstreamError(f"No upstream serves the model `{model_id}`.")
     return targets
@@ -130,7 +129,7 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
         body = await read_json_body(request)
         embed = frontend.decode_embedding_request(body, path_model)
         ctx = _admit(request, principal, family, embed.model, False)
-        targets = _targets(ctx.gateway, embed.model)
+        targets = _targets(ctx.gateway, embed.model, "embed")
         input_estimate = sum(estimate_text_tokens(text) for text in embed.inputs)
         if embed.token_inputs:
             input_estimate += sum(len(tokens) for tokens in embed.token_inputs)

@@ -8,6 +8,7 @@ A translator module (``translators/<family>``) provides both for its wire format
   same-format upstream's bytes on the fast path (``FastPath``).
 * ``UpstreamAdapter``: builds the wire request for an upstream of its protocol from a
   ``ChatRequest`` and decodes that upstream's answers (whole, or streamed) into canonical form.
+  It is the text kind of ``ProtocolAdapter``, which every upstream adapter (text or media) is.
 
 Both are pure: no I/O. The core pipeline (``gateway.relay``) does the HTTP, metering and routing.
 """
@@ -151,10 +152,26 @@ class EmbeddingFrontend(Protocol):
         ...
 
 
-class UpstreamAdapter(Protocol):
-    protocol: str  # "chat" | "messages" | "v1beta" | ...
+class ProtocolAdapter(Protocol):
+    """What every upstream adapter declares, whatever kind of work it does. Config validation
+    accepts exactly the ``protocol`` values of the registered adapters, and routing picks an
+    upstream for a kind of work by the ``capabilities`` of its protocol's adapter."""
 
-    def auth_headers(self, api_key: str) -> dict[str, str]: ...
+    protocol: str  # the ``upstreams[].protocol`` value this adapter speaks
+    # Kinds of work: "generate" and "embed" (text: the adapter is an ``UpstreamAdapter``), or a
+    # media family's own kind such as "task" (the adapter is that family's own interface).
+    capabilities: frozenset[str]
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        """The headers that carry the upstream's API key."""
+        ...
+
+
+TEXT_CAPABILITIES = frozenset({"generate", "embed"})
+
+
+class UpstreamAdapter(ProtocolAdapter, Protocol):
+    """A text adapter (capabilities among ``TEXT_CAPABILITIES``): generation and embeddings."""
 
     def build_request(self, request: ChatRequest, upstream_model: str) -> UpstreamCall: ...
 

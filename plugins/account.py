@@ -7,7 +7,8 @@ Two credentials, never interchangeable (``gateway.auth``):
 * user token (``ut-...``): ``GET /api/user/self`` and ``GET /api/log/self``, the new-api-style views
   of the whole account (amounts in RMB).
 
-Every error uses the chat-compatible envelope. The handlers live in ``plugins.account_views``.
+Every error uses the gateway's own envelope (``DEFAULT_FAMILY``: the OpenAI shape) and the API-key
+endpoints take a Bearer key. The handlers live in ``plugins.account_views``.
 """
 
 from __future__ import annotations

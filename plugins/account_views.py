@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.errors import InvalidApiKey, InvalidRequest
+from gateway.families import DEFAULT_FAMILY
 from gateway.http import endpoint, get_gateway, json_response
 from gateway.money import NANO_PER_USD, nano_to_usd, ratio_of
 from gateway.records import KeyRecord, RequestLog, UserRecord
@@ -49,13 +50,13 @@ def nano_to_rmb(nano: int, rmb_per_usd: float) -> float:
 
 # --- /v1/dashboard/billing/subscription ------------------------------------------------------------
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def billing_subscription(request: Request) -> Response:
     """Spec 2.10. ``hard_limit_usd``: the key's own ceiling when it has one, else the user's total
     (balance + spent + held by calls in flight, i.e. every top-up); ``soft_limit_usd`` and
     ``system_hard_limit_usd`` equal it; ``access_until``: the key's expiry (0 = permanent)."""
     gw = get_gateway(request)
-    principal = await gw.auth.authenticate(request, "chat")
+    principal = await gw.auth.authenticate(request, DEFAULT_FAMILY)
     key, user = await _fresh(request, principal.key.id)
     if key.quota_nano is not None:
         hard = key.quota_nano
@@ -85,13 +86,13 @@ async def _fresh(request: Request, key_id: int) -> tuple[KeyRecord, UserRecord]:
 
 # --- /v1/dashboard/billing/usage -------------------------------------------------------------------
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def billing_usage(request: Request) -> Response:
     """Spec 2.11, the calling key's charges per UTC day and model. ``start_date`` inclusive,
     ``end_date`` exclusive; every day of the range is listed, days without costs with an empty
     ``line_items`` (as OpenAI's endpoint did)."""
     gw = get_gateway(request)
-    principal = await gw.auth.authenticate(request, "chat")
+    principal = await gw.auth.authenticate(request, DEFAULT_FAMILY)
     start, end = usage_range(request.query_params.get("start_date"), request.query_params.get("end_date"))
     start_ts, end_ts = _day_start(start), _day_start(end)
     costs = await gw.storage.daily_costs(principal.key.id, start_ts, end_ts)
@@ -152,7 +153,7 @@ def _envelope(data: Any) -> Response:
     return json_response({"success": True, "message": "", "data": data})
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def user_self(request: Request) -> Response:
     """The account behind the user token: balance (``quota``) and settled charges (``used_quota``)
     in RMB, and the number of settled calls."""
@@ -169,7 +170,7 @@ async def user_self(request: Request) -> Response:
     })
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def log_self(request: Request) -> Response:
     """One page of the account's request log, newest first (``page`` from 1, ``page_size`` 1-100)."""
     gw = get_gateway(request)

@@ -25,6 +25,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.catalogue import Catalogue
 from gateway.context import Gateway
+from gateway.families import DEFAULT_FAMILY
 from gateway.hookspecs import hookimpl
 from gateway.http import endpoint, get_gateway
 from gateway.records import RequestLog
@@ -123,7 +124,7 @@ def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
 
 
-@endpoint("chat")
+@endpoint(DEFAULT_FAMILY)
 async def metrics_endpoint(request: Request) -> Response:
     metrics: Metrics = get_gateway(request).extensions[EXTENSION]  # type: ignore[assignment]
     return Response(metrics.render(), media_type=CONTENT_TYPE)

@@ -12,13 +12,14 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import cast
 
 import aiohttp
 import msgspec
 
 from gateway.config import Config, UpstreamConfig
 from gateway.errors import UpstreamError
-from gateway.translation import UpstreamAdapter
+from gateway.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
 
 
 class Target(msgspec.Struct, frozen=True):
@@ -37,7 +38,7 @@ class Target(msgspec.Struct, frozen=True):
 
 
 class UpstreamPool:
-    def __init__(self, config: Config, adapters: Mapping[str, UpstreamAdapter]) -> None:
+    def __init__(self, config: Config, adapters: Mapping[str, ProtocolAdapter]) -> None:
         self._config = config
         self._adapters = adapters
         self._targets: dict[str, list[Target]] = defaultdict(list)
@@ -62,11 +63,13 @@ class UpstreamPool:
 
     # --- routing ----------------------------------------------------------------------------------
 
-    def targets(self, model_id: str, protocols: tuple[str, ...] | None = None) -> list[Target]:
-        """All targets of a model in routing order (see module docstring)."""
+    def targets(self, model_id: str, capability: str | None = None) -> list[Target]:
+        """All targets of a model in routing order (see module docstring); with ``capability``
+        ("generate", "embed", a media family's own kind) only upstreams whose protocol's adapter
+        declares it."""
         found = self._targets.get(model_id, [])
-        if protocols is not None:
-            found = [t for t in found if t.protocol in protocols]
+        if capability is not None:
+            found = [t for t in found if self.can(t.protocol, capability)]
         by_priority: dict[int, list[Target]] = defaultdict(list)
         for target in found:
             by_priority[target.upstream.priority].append(target)
@@ -96,11 +99,25 @@ class UpstreamPool:
 
     # --- HTTP ------------------------------------------------------------------------------------
 
-    def adapter(self, protocol: str) -> UpstreamAdapter:
+    def can(self, protocol: str, capability: str) -> bool:
+        """True when the adapter of ``protocol`` declares ``capability``."""
+        adapter = self._adapters.get(protocol)
+        return adapter is not None and capability in adapter.capabilities
+
+    def protocol_adapter(self, protocol: str) -> ProtocolAdapter:
+        """The adapter of ``protocol``, whatever its kind (a media family narrows it to its own)."""
         adapter = self._adapters.get(protocol)
         if adapter is None:
             raise UpstreamError(f"No adapter is installed for upstream protocol {protocol!r}.")
         return adapter
+
+    def adapter(self, protocol: str) -> UpstreamAdapter:
+        """The text adapter of ``protocol``: one that declares a text capability implements the
+        whole ``UpstreamAdapter`` (``gateway.translation``)."""
+        adapter = self.protocol_adapter(protocol)
+        if not adapter.capabilities & TEXT_CAPABILITIES:
+            raise UpstreamError(f"Upstream protocol {protocol!r} does not serve text generation.")
+        return cast(UpstreamAdapter, adapter)
 
     @property
     def session(self) -> aiohttp.ClientSession:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.http import family_for_path, new_request_id
+from gateway.http import new_request_id
 from gateway.keys import (
     client_ip_from,
     generate_api_key,
@@ -66,16 +66,6 @@ def test_client_ip_believes_forwarded_for_only_from_trusted_proxies() -> None:
     assert client_ip_from("10.0.0.1", "9.9.9.9, 5.6.7.8, 10.0.0.2", trusted) == "5.6.7.8"
     assert client_ip_from("10.0.0.1", None, trusted) == "10.0.0.1"
     assert client_ip_from("10.0.0.1", "5.6.7.8", ()) == "10.0.0.1"
-
-
-@pytest.mark.parametrize(("path", "family"), [
-    ("/v1/messages", "messages"), ("/v1/messages/count_tokens", "messages"),
-    ("/v1beta/models/x:generateContent", "v1beta"), ("/v1beta/nothing", "v1beta"),
-    ("/v1/models/sim-gemini:generateContent", "v1beta"), ("/v1/models/sim-chat", "chat"),
-    ("/v1/chat/completions", "chat"), ("/admin/users", "chat"), ("/nowhere", "chat"),
-])
-def test_family_for_path(path: str, family: str) -> None:
-    assert family_for_path(path) == family
 
 
 def test_request_id_format() -> None:

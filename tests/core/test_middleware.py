@@ -16,15 +16,42 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.config import LimitsConfig
 from gateway.context import Gateway
+from gateway.errors import GatewayError
+from gateway.families import MULTIPART_SLACK, FamilyRegistry, WireFamily, bearer_token, render_default_error
 from gateway.hookspecs import hookimpl
 from gateway.http import endpoint, read_json_body, request_id
-from gateway.middleware import MULTIPART_SLACK, body_limit_for
 
 from .envelopes import assert_error
 
 
+class UploadFamily:
+    """A family whose one upload path has its own body limit (as an audio family would declare)."""
+
+    name = "upload"
+    credential_hint = "the Authorization header"
+
+    def owns_path(self, path: str) -> bool:
+        return path == "/upload"
+
+    def credential(self, request: Request) -> str | None:
+        return bearer_token(request)
+
+    def check_headers(self, request: Request) -> None:
+        return None
+
+    def render_error(self, err: GatewayError) -> bytes:
+        return render_default_error(err)
+
+    def body_limit(self, path: str, limits: LimitsConfig) -> int | None:
+        return limits.transcription_bytes + MULTIPART_SLACK
+
+
 class Boom:
     """Routes that fail in the ways a buggy plugin could."""
+
+    @hookimpl
+    def gateway_families(self) -> list[WireFamily]:
+        return [UploadFamily()]
 
     @hookimpl
     def gateway_routes(self, gateway: Gateway) -> list[BaseRoute]:
@@ -43,7 +70,7 @@ class Boom:
         return [Route("/probe/messages-boom", wrapped, methods=["POST"]),
                 Route("/probe/bare", bare, methods=["GET"]),
                 Route("/echo", echo, methods=["POST"]),
-                Route("/v1/audio/transcriptions", echo, methods=["POST"])]
+                Route("/upload", echo, methods=["POST"])]
 
 
 @pytest_asyncio.fixture
@@ -126,15 +153,15 @@ async def test_body_limit_by_content_length(boom: Any) -> None:
                  "request_too_large")
     assert_error(await boom.request("POST", "/v1beta/models/sim-gemini:generateContent", data=b"x" * 1001),
                  "v1beta", 413, "request_too_large")
-    # The transcription endpoint has its own limit (2000 here), plus 1 MB of multipart slack.
-    assert (await boom.request("POST", "/v1/audio/transcriptions", data=b"x" * 5000)).status == 200
+    # The upload family declares its own limit (2000 here, plus 1 MB of multipart slack).
+    assert (await boom.request("POST", "/upload", data=b"x" * 5000)).status == 200
 
 
 def test_limits_per_path() -> None:
     limits = LimitsConfig(json_body_bytes=10, transcription_bytes=20, video_submit_bytes=30)
-    assert body_limit_for("/v1/chat/completions", limits) == 10
-    assert body_limit_for("/v1/audio/transcriptions", limits) == 20 + MULTIPART_SLACK
-    assert body_limit_for("/videoa/v1/videos/generations", limits) == 30
+    families = FamilyRegistry([UploadFamily()])
+    assert families.body_limit("/v1/chat/completions", limits) == 10
+    assert families.body_limit("/upload", limits) == 20 + MULTIPART_SLACK
     defaults = LimitsConfig()
     assert (defaults.json_body_bytes, defaults.transcription_bytes, defaults.video_submit_bytes) == (
         32 * 2**20, 25 * 2**20, 200 * 2**20)

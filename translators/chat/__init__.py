@@ -12,7 +12,8 @@ Modules, one job each:
 * ``adapter``: the ``chat`` UpstreamAdapter; ``stream_decode``: upstream SSE -> canonical events;
   ``sse``: SSE data lines from bytes of any chunking;
 * ``mapping``: usage, finish reasons, effort, data URLs; ``validation``: field-naming 400s;
-* ``routes``: the endpoints (``models_routes``: ``GET /v1/models``).
+* ``routes``: the endpoints (``models_routes``: ``GET /v1/models``); ``family``: the paths, the
+  Bearer credential and the error envelope, as the core asks for them (``WireFamily``).
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
 from translators.chat.adapter import ChatAdapter
+from translators.chat.family import ChatFamily
 from translators.chat.simulator import gateway_simulator_routes as gateway_simulator_routes
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from gateway.context import Gateway
-    from gateway.translation import UpstreamAdapter
+    from gateway.families import WireFamily
+    from gateway.translation import ProtocolAdapter
 
 
 @hookimpl
@@ -39,5 +42,10 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 
 @hookimpl
-def gateway_upstream_adapters() -> list[UpstreamAdapter]:
+def gateway_upstream_adapters() -> list[ProtocolAdapter]:
     return [ChatAdapter()]
+
+
+@hookimpl
+def gateway_families() -> list[WireFamily]:
+    return [ChatFamily()]

@@ -58,6 +58,7 @@ Json = dict[str, Any]
 
 class ChatAdapter:
     protocol = "chat"
+    capabilities = frozenset({"generate", "embed"})  # text: an UpstreamAdapter
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"}

@@ -26,7 +26,7 @@ from gateway.canonical import (
     ToolCallPart,
     UsageReport,
 )
-from gateway.errors import native_type
+from gateway.families import native_type
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
 from translators.chat.wire_out import (
     OutChoice,

@@ -8,7 +8,8 @@ Modules, one job each:
 * ``upstream``: the ``messages`` UpstreamAdapter; ``stream_decode``: upstream SSE -> canonical events;
 * ``fastpath``: same-format relaying (bytes through, usage read on the way);
 * ``client``: the ``MessagesFrontend`` tying the client side together; ``routes``: the endpoints;
-* ``mapping``: usage and stop-reason conversions shared by both sides.
+* ``mapping``: usage and stop-reason conversions shared by both sides;
+* ``family``: credential and version headers, paths and the error envelope (``WireFamily``).
 
 Conventions this family adds to the canonical model (documented where they are implemented):
 ``ChatRequest.extra["anthropic-beta"]`` carries the client's beta header for a messages upstream,
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
+from translators.messages.family import MessagesFamily
 from translators.messages.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.messages.upstream import MessagesAdapter
 
@@ -27,7 +29,8 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from gateway.context import Gateway
-    from gateway.translation import UpstreamAdapter
+    from gateway.families import WireFamily
+    from gateway.translation import ProtocolAdapter
 
 
 @hookimpl
@@ -38,5 +41,10 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 
 @hookimpl
-def gateway_upstream_adapters() -> list[UpstreamAdapter]:
+def gateway_upstream_adapters() -> list[ProtocolAdapter]:
     return [MessagesAdapter()]
+
+
+@hookimpl
+def gateway_families() -> list[WireFamily]:
+    return [MessagesFamily()]

@@ -38,7 +38,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.errors import native_type
+from gateway.families import native_type
 from translators.messages.mapping import stop_reason_out, usage_out
 from translators.messages.response import message_id
 

@@ -240,6 +240,7 @@ def _part(block: wire.ResponseBlock) -> Part | None:
 
 class MessagesAdapter:
     protocol = "messages"
+    capabilities = frozenset({"generate", "embed"})  # text: an UpstreamAdapter
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-api-key": api_key, "anthropic-version": API_VERSION}

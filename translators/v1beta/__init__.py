@@ -11,7 +11,8 @@ Modules, one job each:
 * ``upstream``: the ``v1beta`` UpstreamAdapter; ``stream_decode``: upstream stream -> canonical;
 * ``fastpath``: same-format relaying (bytes through, usage read on the way);
 * ``embeddings``: ``embedContent`` / ``batchEmbedContents``; ``models_list``: model listing;
-* ``routes``: the endpoints on ``/v1beta/...`` and ``/v1/models/{model}:{method}``.
+* ``routes``: the endpoints on ``/v1beta/...`` and ``/v1/models/{model}:{method}``;
+* ``family``: credential, paths and the error envelope, as the core asks for them (``WireFamily``).
 
 Conventions this family adds to the canonical model: ``ChatRequest.extra`` keeps
 ``safetySettings``, ``cachedContent``, ``labels`` and the unmapped part of ``generationConfig``
@@ -24,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
+from translators.v1beta.family import V1betaFamily
 from translators.v1beta.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.v1beta.upstream import V1betaAdapter
 
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from gateway.context import Gateway
-    from gateway.translation import UpstreamAdapter
+    from gateway.families import WireFamily
+    from gateway.translation import ProtocolAdapter
 
 
 @hookimpl
@@ -42,5 +45,10 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 
 @hookimpl
-def gateway_upstream_adapters() -> list[UpstreamAdapter]:
+def gateway_upstream_adapters() -> list[ProtocolAdapter]:
     return [V1betaAdapter()]
+
+
+@hookimpl
+def gateway_families() -> list[WireFamily]:
+    return [V1betaFamily()]

@@ -24,7 +24,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.errors import GatewayError, render_error
+from translators.v1beta.family import render as render_error
 from translators.v1beta.mapping import finish_reason, usage_to_wire
 from translators.v1beta.parts import parse_args
 
@@ -154,7 +154,7 @@ class GeminiStreamEncoder:
         return out if self.sse else out + b"]"
 
     def error(self, status: int, code: str, message: str) -> bytes:
-        body = render_error("v1beta", GatewayError(message, code=code, status=status))
+        body = render_error(status, code, message)
         if self.sse:
             return b"data: " + body + b"\r\n\r\n"
         prefix = self.error_prefix if self.error_prefix is not None else b",\r\n" if self.started else b"["

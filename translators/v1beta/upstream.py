@@ -173,6 +173,7 @@ def embed_item(request: EmbeddingRequest, text: str, upstream_model: str) -> dic
 
 class V1betaAdapter:
     protocol = "v1beta"
+    capabilities = frozenset({"generate", "embed"})  # text: an UpstreamAdapter
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-goog-api-key": api_key}
