@@ -286,6 +286,10 @@ class Storage(ABC):
         """Charges per UTC day and model of all of a user's keys."""
         raise NotImplementedError
 
+    async def user_tasks(self, user_id: int, page: int, page_size: int) -> tuple[list[TaskRecord], int]:
+        """One page of a user's media tasks, newest first, and how many there are."""
+        raise NotImplementedError
+
     # --- documents (``sql_documents``) -------------------------------------------------------------
     @abstractmethod
     async def put_document(self, doc: Document) -> Document:

@@ -16,8 +16,8 @@ import msgspec
 
 from gateway.records import UserRecord
 from gateway.storage import sql_money as m
-from gateway.storage.base import DailyCost, LogFilter, LogPage, NameTaken, UserChanges
-from gateway.storage.sql_common import _LIVE, _USER_COLUMNS, SqlStorage, Tx, _user
+from gateway.storage.base import DailyCost, LogFilter, LogPage, NameTaken, TaskRecord, UserChanges
+from gateway.storage.sql_common import _LIVE, _TASK_COLUMNS, _USER_COLUMNS, SqlStorage, Tx, _task, _user
 
 _ADJUST_LEDGER = """INSERT INTO ledger
 (ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano, note)
@@ -121,3 +121,12 @@ class SqlAdmin(SqlStorage):
             "WHERE user_id = ? AND created_at >= ? AND created_at < ? GROUP BY 1, 2 ORDER BY 1, 2",
             (user_id, float(start_ts), float(end_ts)))
         return [DailyCost(day=r["day"], model=r["model"], cost_nano=r["cost"]) for r in rows]
+
+    async def user_tasks(self, user_id: int, page: int, page_size: int) -> tuple[list[TaskRecord], int]:
+        page, page_size = max(page, 1), max(page_size, 1)
+        async with self._snapshot() as tx:
+            counted = await tx.fetchall("SELECT COUNT(*) AS n FROM tasks WHERE user_id = ?", (user_id,))
+            rows = await tx.fetchall(
+                f"SELECT {_TASK_COLUMNS} FROM tasks WHERE user_id = ? ORDER BY created_at DESC, task_id "
+                "LIMIT ? OFFSET ?", (user_id, page_size, (page - 1) * page_size))
+        return [_task(r) for r in rows], counted[0]["n"]
