@@ -4,6 +4,7 @@ field, all through a running gateway and the simulator's audio side."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -300,3 +301,34 @@ async def test_missing_key_and_not_multipart(audio: Audio) -> None:
     form.add_field("model", "whisper-sim")
     reply = await audio.gw.request("POST", "/v1/audio/transcriptions", data=form, key=audio.key)
     assert reply.status == 400 and reply.json()["error"]["param"] == "file"
+
+
+async def test_caller_hanging_up_mid_upload_releases_the_hold(audio: Audio) -> None:
+    await audio.clear_upstream_log()
+    boundary = "hangup"
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-sim\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.wav\"\r\n"
+            "\r\n").encode()
+    port = int(audio.gw.base_url.rsplit(":", 1)[1])
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write((f"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\n"
+                  f"Authorization: Bearer {audio.key}\r\n"
+                  f"Content-Type: multipart/form-data; boundary={boundary}\r\n"
+                  f"Content-Length: {len(head) + 5_000_000}\r\n\r\n").encode() + head + WAV_3S[:100_000])
+    await writer.drain()
+    for _ in range(200):  # the hold is taken when the file part begins
+        if await audio.gw.gateway.storage.open_reservations():
+            break
+        await asyncio.sleep(0.01)
+    assert await audio.gw.gateway.storage.open_reservations()
+    writer.close()
+    await writer.wait_closed()
+    for _ in range(300):
+        logs = await audio.logs()
+        if logs:
+            break
+        await asyncio.sleep(0.01)
+    assert (logs[0].status, logs[0].error_code, logs[0].charge_nano) == (499, "client_disconnect", 0)
+    assert await audio.gw.gateway.storage.open_reservations() == []
+    assert await audio.balance() == START_NANO
+    assert await audio.audio_calls_upstream() == []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 import aiohttp
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway.context import Gateway
@@ -96,6 +96,10 @@ async def serve_transcription(request: Request, task: Task) -> Response:
         return await _relay(ctx, task, form, upload)
     except GatewayError as err:
         return fail(request, ctx, err)
+    except ClientDisconnect:  # the caller hung up mid-upload: nothing was served, the hold goes back
+        if ctx is not None:
+            ctx.finish(499, "client_error", error_code="client_disconnect")
+        return Response(status_code=499)
     except Exception:
         if ctx is not None:
             ctx.finish(500, "gateway_error", error_code="internal_error")
