@@ -123,7 +123,7 @@ def to_canonical(request: ResponsesRequest, history: list[Item], current: list[I
         response_format=_response_format(request),
         thinking=_thinking(request),
         user=request.user,
-        metadata=dict(request.metadata or {}),
+        metadata={k: str(v) for k, v in (request.metadata or {}).items()},
     )
 
 

@@ -87,12 +87,14 @@ def check_request(r: ResponsesRequest) -> None:
             raise _bad("text.format", "a json_schema format needs `name` and `schema`.")
 
 
-def _check_metadata(metadata: dict[str, str] | None) -> None:
+def _check_metadata(metadata: dict[str, Any] | None) -> None:
     if metadata is None:
         return
     if len(metadata) > METADATA_KEYS:
         raise _bad("metadata", f"at most {METADATA_KEYS} pairs.")
     for key, value in metadata.items():
+        if not isinstance(value, str):
+            raise _bad(f"metadata.{key}", "values are strings.")
         if len(key) > METADATA_KEY_LEN or len(value) > METADATA_VALUE_LEN:
             raise _bad(
                 f"metadata.{key}",
