@@ -195,10 +195,15 @@ class TaskEngine:
         storage = self.gateway.storage
         task = await storage.create_task(task)
         try:
-            await self.gateway.meter.reserve(request_id, principal, amount, durable=True)
+            hold = await self.gateway.meter.reserve(request_id, principal, amount, durable=True)
         except GatewayError:
             await storage.delete_task(task.task_id)
             raise
+        if (await self._reload(task.task_id)).finished_at is not None:
+            # This process stalled past the submission grace and the poller already failed the
+            # task (releasing nothing, since no hold existed yet): release the hold made since.
+            await storage.settle_many([Settlement(hold, 0)])
+            raise UpstreamError("The task could not be submitted in time.")
         try:
             chosen, submitted = await self._send(candidates, send)
         except GatewayError as err:
