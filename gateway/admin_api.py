@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.config import Config
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.families import DEFAULT_FAMILY
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.keys import generate_api_key, generate_user_token, hash_secret, mask_key, parse_network
@@ -66,7 +66,13 @@ class KeyPatch(msgspec.Struct, forbid_unknown_fields=True):
 def user_json(user: UserRecord) -> dict[str, Any]:
     return {"id": user.id, "name": user.name, "group": user.group,
             "quota_usd": nano_to_usd(user.balance_nano), "used_usd": nano_to_usd(user.used_nano),
-            "request_count": user.request_count, "created_at": user.created_at}
+            "request_count": user.request_count, "created_at": user.created_at, "enabled": user.enabled}
+
+
+def name_taken(name: str) -> GatewayError:
+    """User names are unique among live users (CONTRACT 4): a taken one is a 409."""
+    return GatewayError(f"The user name {name!r} is already taken.", status=409, code="name_taken",
+                        param="name")
 
 
 def key_json(key: KeyRecord, full_key: str | None = None) -> dict[str, Any]:
@@ -91,9 +97,16 @@ class AdminOps:
         """The new user, with its ``user_token`` (shown this once; only its hash is stored)."""
         if body.group not in self.config.groups:
             raise InvalidRequest(f"Invalid value for `group`: unknown group {body.group!r}.", param="group")
+        if await self.storage.user_name_taken(body.name):
+            raise name_taken(body.name)
         token = generate_user_token()
-        user = await self.storage.create_user(body.name, body.group, usd_to_nano(body.quota_usd),
-                                              hash_secret(token), request_id)
+        try:
+            user = await self.storage.create_user(body.name, body.group, usd_to_nano(body.quota_usd),
+                                                  hash_secret(token), request_id)
+        except Exception:
+            if await self.storage.user_name_taken(body.name):  # a concurrent create won the name
+                raise name_taken(body.name) from None
+            raise
         await self.changed()
         return {**user_json(user), "user_token": token}
 

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.admin_api import admin_routes
+from gateway.admin_ops import admin_ops_routes
 from gateway.auth import Authenticator
 from gateway.catalogue import Catalogue
 from gateway.config import Config, check_protocols
@@ -82,7 +83,7 @@ def collect_routes(pm: pluggy.PluginManager, gateway: Gateway) -> list[BaseRoute
 
 
 def core_routes() -> list[BaseRoute]:
-    return [Route("/healthz", healthz, methods=["GET"]), *admin_routes()]
+    return [Route("/healthz", healthz, methods=["GET"]), *admin_routes(), *admin_ops_routes()]
 
 
 async def healthz(request: Request) -> Response:

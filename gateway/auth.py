@@ -130,6 +130,8 @@ class Authenticator:
         key = entry.key
         if not key.enabled:
             raise InvalidApiKey("This API key is disabled.")
+        if not entry.user.enabled:
+            raise InvalidApiKey("The account of this API key is disabled.")
         if key.expires_at and key.expires_at <= time.time():
             raise ExpiredApiKey("This API key has expired.")
         ip = self.client_ip(request)
@@ -194,6 +196,8 @@ class Authenticator:
         user = await self.storage.user_by_token_hash(hash_secret(token))
         if user is None:
             raise InvalidApiKey("Invalid user token.")
+        if not user.enabled:
+            raise InvalidApiKey("This account is disabled.")
         return user
 
     def authenticate_admin(self, request: Request) -> None:

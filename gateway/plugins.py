@@ -26,6 +26,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "translators.responses",
     "plugins.metrics",
     "plugins.account",
+    "plugins.user_keys",
+    "plugins.console",
 )
 
 

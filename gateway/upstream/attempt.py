@@ -16,6 +16,7 @@ cut instead of failing over).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
@@ -165,13 +166,14 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
         target = targets[n % len(targets)]
         ctx.attempts += 1
         ctx.upstream = target.name
+        started = time.monotonic()
         try:
             result = await send(ctx, target, build(target), read)
         except UpstreamFailure as failure:
             pool.mark_failure(target.name)
             last = failure
             continue
-        pool.mark_success(target.name)
+        pool.mark_success(target.name, latency_ms=(time.monotonic() - started) * 1000)
         return target, result
     reason = last.reason if last else "no upstream available"
     raise UpstreamError(f"The upstream failed after {ctx.attempts} attempt(s): {reason}.")

@@ -20,6 +20,7 @@ import msgspec
 from gateway.config import Config, UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
+from gateway.upstream.health import UpstreamHealth
 
 
 class Target(msgspec.Struct, frozen=True):
@@ -46,6 +47,7 @@ class UpstreamPool:
             for public, private in upstream.model_map().items():
                 self._targets[public].append(Target(upstream, private))
         self._cool_until: dict[str, float] = {}
+        self.health = UpstreamHealth()  # recent attempts, for GET /admin/upstreams
         self._session: aiohttp.ClientSession | None = None
         self._rng = random.Random()
 
@@ -91,11 +93,18 @@ class UpstreamPool:
             out.append(pool.pop(pick))
         return out
 
-    def mark_failure(self, name: str) -> None:
+    def mark_failure(self, name: str, latency_ms: float | None = None) -> None:
         self._cool_until[name] = time.monotonic() + self._config.routing.cooldown_s
+        self.health.record(name, False, latency_ms)
 
-    def mark_success(self, name: str) -> None:
+    def mark_success(self, name: str, latency_ms: float | None = None) -> None:
         self._cool_until.pop(name, None)
+        self.health.record(name, True, latency_ms)
+
+    def cooling_until(self, name: str) -> float | None:
+        """Unix time at which ``name``'s cool-down ends; None when it is not cooling down."""
+        left = self._cool_until.get(name, 0.0) - time.monotonic()
+        return time.time() + left if left > 0 else None
 
     # --- HTTP ------------------------------------------------------------------------------------
 
