@@ -332,3 +332,34 @@ async def test_caller_hanging_up_mid_upload_releases_the_hold(audio: Audio) -> N
     assert await audio.gw.gateway.storage.open_reservations() == []
     assert await audio.balance() == START_NANO
     assert await audio.audio_calls_upstream() == []
+
+
+def _multipart(model: str, filename: str, data: bytes, boundary: str = "chunky") -> bytes:
+    return (f"--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\n{model}\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n\r\n"
+            ).encode() + data + f"\r\n--{boundary}--\r\n".encode()
+
+
+async def test_chunked_uploads_are_counted_as_they_stream(
+        gateway_server: Any, make_config: Any, simulator: Any) -> None:
+    setup = await start(gateway_server, make_config, simulator, limits={"transcription_bytes": 50_000})
+
+    async def chunked(body: bytes) -> AsyncIterator[bytes]:  # no Content-Length: counted as it comes
+        for start_at in range(0, len(body), 16_384):
+            yield body[start_at:start_at + 16_384]
+
+    headers = {"Authorization": f"Bearer {setup.key}", "Content-Type": "multipart/form-data; boundary=chunky"}
+    url = setup.gw.base_url + "/v1/audio/transcriptions"
+    async with aiohttp.ClientSession() as http:
+        small = _multipart("whisper-sim", "a.wav", samples.wav(1.0))
+        async with http.post(url, data=chunked(small), headers=headers) as resp:
+            assert resp.status == 200, await resp.text()
+        for size in (60_000, 2 * 1024 * 1024):  # over the file limit; over the body limit as well
+            big = _multipart("whisper-sim", "a.wav", b"RIFF" + b"\x00" * size)
+            async with http.post(url, data=chunked(big), headers=headers) as resp:
+                assert resp.status == 413
+                assert (await resp.json())["error"]["code"] == "request_too_large"
+    logs = await setup.logs()
+    assert [log.status for log in logs] == [413, 413, 200] and logs[0].charge_nano == 0
+    assert await setup.gw.gateway.storage.open_reservations() == []
+    await setup.client.close()
