@@ -26,14 +26,14 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
-from gateway.http import decode_body
+from gateway.wire.decode import decode
 
 from gateway_ollama import wire
 from gateway_ollama.mapping import image_media_type, thinking_of
 
 
 def decode_chat(body: bytes) -> ChatRequest:
-    chat = decode_body(body, wire.ChatBody)
+    chat = decode(wire.chat_body_decoder, body)
     model = _model(chat.model)
     if not chat.messages:
         raise InvalidRequest("`messages` must hold at least one message.", param="messages")
@@ -46,7 +46,7 @@ def decode_chat(body: bytes) -> ChatRequest:
 
 
 def decode_generate(body: bytes) -> ChatRequest:
-    gen = decode_body(body, wire.GenerateBody)
+    gen = decode(wire.generate_body_decoder, body)
     model = _model(gen.model)
     if not gen.prompt and not gen.images:
         raise InvalidRequest("`prompt` is required (an empty prompt only loads a model, which a gateway "

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from gateway.canonical import EmbeddingRequest, EmbeddingResponse, Usage
 from gateway.errors import InvalidRequest
-from gateway.http import decode_body
 from gateway.translation import UpstreamCall
+from gateway.wire.decode import decode
 
 from gateway_ollama import wire
 from gateway_ollama.fastpath import forward_body, read_usage, with_model
@@ -30,7 +30,7 @@ class EmbedFrontend:
     family = FAMILY
 
     def decode_embedding_request(self, body: bytes, path_model: str | None) -> EmbeddingRequest:
-        embed = decode_body(body, wire.EmbedBody)
+        embed = decode(wire.embed_body_decoder, body)
         inputs = [embed.input] if isinstance(embed.input, str) else list(embed.input)
         if not inputs or not all(inputs):
             raise InvalidRequest("`input` must be a non-empty string or a list of non-empty strings.",
@@ -57,7 +57,7 @@ class LegacyEmbeddingsFrontend:
     family = FAMILY
 
     def decode_embedding_request(self, body: bytes, path_model: str | None) -> EmbeddingRequest:
-        legacy = decode_body(body, wire.EmbeddingsBody)
+        legacy = decode(wire.embeddings_body_decoder, body)
         if not legacy.prompt:
             raise InvalidRequest("`prompt` is required.", param="prompt")
         return EmbeddingRequest(model=_model(legacy.model), inputs=[legacy.prompt])

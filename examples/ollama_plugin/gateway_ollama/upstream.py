@@ -33,6 +33,7 @@ from gateway.canonical import (
 )
 from gateway.errors import InvalidRequest
 from gateway.translation import UpstreamCall
+from gateway.wire.data_url import inline_data
 
 from gateway_ollama import wire
 from gateway_ollama.encode import tool_call
@@ -62,11 +63,9 @@ class _EmbedOut(msgspec.Struct, omit_defaults=True):
 def _image(part: ImagePart, where: str) -> str:
     if part.data:
         return part.data
-    url = part.url or ""
-    if url.startswith("data:") and "," in url:
-        header, _, data = url.partition(",")
-        if header.endswith(";base64"):
-            return data
+    inline = inline_data(part.url or "")
+    if inline is not None:
+        return inline.data
     raise InvalidRequest(f"Invalid value for `{where}`: an Ollama upstream takes images as base64 data only, "
                          "not by URL.", param=where)
 

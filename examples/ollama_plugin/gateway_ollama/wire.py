@@ -223,6 +223,10 @@ class Tags(msgspec.Struct):
 
 
 encoder = msgspec.json.Encoder()
+chat_body_decoder = msgspec.json.Decoder(ChatBody)
+generate_body_decoder = msgspec.json.Decoder(GenerateBody)
+embed_body_decoder = msgspec.json.Decoder(EmbedBody)
+embeddings_body_decoder = msgspec.json.Decoder(EmbeddingsBody)
 chat_answer_decoder = msgspec.json.Decoder(ChatAnswer)
 embed_answer_decoder = msgspec.json.Decoder(EmbedAnswer)
 line_view_decoder = msgspec.json.Decoder(LineView)
