@@ -194,8 +194,8 @@ async def test_slow_receiver_never_blocks_the_poller(gateway_server: StartGatewa
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     port = runner.addresses[0][1]
+    gw = await with_user(await gateway_server(task_config(tasks={"callback_allowlist": ["127.0.0.1"]})))
     try:
-        gw = await with_user(await gateway_server(task_config(tasks={"callback_allowlist": ["127.0.0.1"]})))
         ids = [(await submit(gw, "imagine", {"prompt": f"n{i}", "notifyHook": f"http://127.0.0.1:{port}/slow"}))
                .json()["result"] for i in range(3)]
         # Read from storage only (no refresh on fetch): the poller alone finishes them.
@@ -203,4 +203,5 @@ async def test_slow_receiver_never_blocks_the_poller(gateway_server: StartGatewa
             await wait_stored(gw, task_id, lambda t: t.status == "SUCCESS", timeout_s=4)
     finally:
         hang.set()
+        await gw.stop()
         await runner.cleanup()
