@@ -49,7 +49,7 @@ class FunctionCallOut(msgspec.Struct):
     type: str = "function_call"
 
 
-class ReasoningOut(msgspec.Struct, omit_defaults=True):
+class ReasoningOut(msgspec.Struct):
     id: str
     summary: list[SummaryText] = msgspec.field(default_factory=list)
     encrypted_content: str | None = None

@@ -46,7 +46,7 @@ class InputFile(msgspec.Struct, tag="input_file", omit_defaults=True):
 ContentPart = InputText | OutputTextIn | RefusalIn | InputImage | InputFile
 
 
-class SummaryText(msgspec.Struct, omit_defaults=True):
+class SummaryText(msgspec.Struct):  # written back too: ``type`` always present
     text: str
     type: str = "summary_text"
 
