@@ -7,9 +7,8 @@ only a few small buffers:
 * the format from the magic bytes (``sniff``): wav, mp3 (ID3 tag or MPEG audio frame sync), mp4
   (``ftyp``: also m4a), webm (EBML), mpeg (MPEG program/video stream);
 * WAV: exact, the ``data`` chunk's size over the ``fmt `` chunk's byte rate;
-* MP3: the Xing/Info or VBRI header's frame count when the first frame has one (exact), else every
-  frame header is walked and its samples counted (exact for CBR and VBR alike); should the frames
-  lose sync, the rest is estimated at the average rate of the frames counted so far;
+* MP3: the Xing/Info or VBRI header's frame count, else every frame header walked and counted
+  (exact for CBR and VBR alike; see ``gateway.wire.mp3_frames``);
 * MP4/M4A: the ``mvhd`` box's duration over its timescale (found wherever ``moov`` sits);
 * WebM: the Segment Info's ``Duration`` times its ``TimecodeScale`` (files written by a live
   recorder may have none);
@@ -25,6 +24,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from fractions import Fraction
+
+from gateway.wire.mp3_frames import Mp3Frames, frame_info, id3_skip
 
 __all__ = ["FALLBACK_BYTES_PER_SECOND", "FLOOR_BYTES_PER_SECOND", "AudioProbe", "fallback_seconds",
            "sniff", "upper_bound_seconds"]
@@ -55,7 +56,7 @@ def sniff(head: bytes) -> str | None:
     """The container of a file from its first bytes (at least 12 for a sure answer), or None."""
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
         return "wav"
-    if head[:3] == b"ID3" or (len(head) >= 4 and _mp3_frame(head[:4]) is not None):
+    if head[:3] == b"ID3" or (len(head) >= 4 and head[0] == 0xFF and frame_info(head[1], head[2])):
         return "mp3"
     if head[4:8] == b"ftyp":
         return "mp4"
@@ -122,13 +123,7 @@ class AudioProbe:
         self._fmt_next: _Next = None
         self._data_at: int | None = None
         self._data_size = 0
-        # MP3
-        self._frames_seconds = Fraction(0)
-        self._frames_bytes = 0
-        self._frames_start: int | None = None
-        self._frames_end = 0
-        self._xing_seconds: Fraction | None = None
-        self._lost_sync = False
+        self._mp3: Mp3Frames | None = None
         # MP4 / WebM
         self._header_seconds: Fraction | None = None
 
@@ -141,13 +136,17 @@ class AudioProbe:
             if len(self._head) < _SNIFF_BYTES:
                 return
             self._start()
-            if self._walker is not None:
-                self._walker.feed(earlier, 0)
-                self._walker.feed(chunk, offset)
+            self._feed_parsers(earlier, 0)
+            self._feed_parsers(chunk, offset)
             return
         if self.format == "webm" and len(self._head) < _WEBM_HEAD:
             self._head += chunk[: _WEBM_HEAD - len(self._head)]
-        if self._walker is not None and not self._walker.done:
+        self._feed_parsers(chunk, offset)
+
+    def _feed_parsers(self, chunk: bytes, offset: int) -> None:
+        if self._mp3 is not None:
+            self._mp3.feed(chunk, offset)
+        elif self._walker is not None and not self._walker.done:
             self._walker.feed(chunk, offset)
 
     def _start(self) -> None:
@@ -156,9 +155,7 @@ class AudioProbe:
         if self.format == "wav":
             self._walker = _Walker(12, 8, self._wav_chunk)
         elif self.format == "mp3":
-            tagged = self._head[:3] == b"ID3"
-            self._mode = "id3" if tagged else "chunk"
-            self._walker = _Walker(0, 10 if tagged else 64, self._mp3_frame_at)
+            self._mp3 = Mp3Frames(id3_skip(bytes(self._head)))
         elif self.format == "mp4":
             self._walker = _Walker(0, 16, self._mp4_box)
         if self.format != "webm":
@@ -169,12 +166,12 @@ class AudioProbe:
         if not self._sniffed and self._head:  # a file shorter than the sniffing window
             head = bytes(self._head)
             self._start()
-            if self._walker is not None:
-                self._walker.feed(head, 0)
+            self._feed_parsers(head, 0)
         if self.format == "wav":
             return self._wav_seconds()
-        if self.format == "mp3":
-            return self._mp3_seconds()
+        if self._mp3 is not None:
+            self._mp3.finish()
+            return self._mp3.seconds(self.size)
         if self.format == "webm":
             return _webm_seconds(bytes(self._head))
         return self._header_seconds
@@ -204,42 +201,6 @@ class AudioProbe:
         size = present if self._data_size in (0, 0xFFFFFFFF) else min(self._data_size, present)
         return Fraction(size, self._byte_rate)
 
-    # --- MP3 ----------------------------------------------------------------------------------------
-
-    def _mp3_frame_at(self, at: int, data: bytes) -> _Next:
-        if self._mode == "id3":  # an ID3v2 tag first: skip it (syncsafe size, optional footer)
-            self._mode = "chunk"
-            size = (data[6] & 0x7F) << 21 | (data[7] & 0x7F) << 14 | (data[8] & 0x7F) << 7 | (data[9] & 0x7F)
-            footer = 10 if data[5] & 0x10 else 0
-            return at + 10 + size + footer, 64
-        frame = _mp3_frame(data[:4])
-        if frame is None:
-            if self._frames_start is not None:
-                self._lost_sync = True
-            return None
-        length, seconds, side_info = frame
-        if self._frames_start is None:
-            self._frames_start = at
-            xing = _xing_frames(data, side_info)
-            if xing is not None:
-                self._xing_seconds = seconds * xing
-                return None
-        self._frames_seconds += seconds
-        self._frames_bytes += length
-        self._frames_end = at + length
-        return at + length, 4
-
-    def _mp3_seconds(self) -> Fraction | None:
-        if self._xing_seconds is not None:
-            return self._xing_seconds
-        if self._frames_bytes == 0:
-            return None
-        counted = self._frames_seconds
-        rest = self.size - self._frames_end
-        if self._lost_sync and rest > 0:
-            counted += Fraction(rest) * self._frames_seconds / self._frames_bytes
-        return counted
-
     # --- MP4 ----------------------------------------------------------------------------------------
 
     def _mp4_box(self, at: int, data: bytes) -> _Next:
@@ -263,54 +224,6 @@ class AudioProbe:
         if size < header:  # 0: the box runs to the end of the file; less: corrupt
             return None
         return at + size, 16
-
-
-_BITRATES = {  # kbit/s by (MPEG-1?, layer), index 1..14
-    (True, 1): (32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448),
-    (True, 2): (32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384),
-    (True, 3): (32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),
-    (False, 1): (32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256),
-    (False, 2): (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),
-    (False, 3): (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),
-}
-_SAMPLE_RATES = {3: (44100, 48000, 32000), 2: (22050, 24000, 16000), 0: (11025, 12000, 8000)}
-
-
-def _mp3_frame(header: bytes) -> tuple[int, Fraction, int] | None:
-    """(frame length in bytes, seconds it plays, side-info length) of an MPEG audio frame header."""
-    if len(header) < 4 or header[0] != 0xFF or header[1] & 0xE0 != 0xE0:
-        return None
-    version, layer_bits = (header[1] >> 3) & 3, (header[1] >> 1) & 3
-    bitrate_index, rate_index = header[2] >> 4, (header[2] >> 2) & 3
-    if version == 1 or layer_bits == 0 or bitrate_index in (0, 15) or rate_index == 3:
-        return None  # reserved values, or free format (no length in the header)
-    layer = 4 - layer_bits
-    mpeg1 = version == 3
-    bitrate = _BITRATES[(mpeg1, layer)][bitrate_index - 1] * 1000
-    rate = _SAMPLE_RATES[version][rate_index]
-    padding = (header[2] >> 1) & 1
-    if layer == 1:
-        samples, length = 384, (12 * bitrate // rate + padding) * 4
-    else:
-        samples = 576 if (layer == 3 and not mpeg1) else 1152
-        length = samples // 8 * bitrate // rate + padding
-    mono = header[3] >> 6 == 3
-    side_info = (17 if mono else 32) if mpeg1 else (9 if mono else 17)
-    return length, Fraction(samples, rate), side_info
-
-
-def _xing_frames(frame: bytes, side_info: int) -> int | None:
-    """The frame count of a Xing/Info header (after the side info) or a VBRI header (offset 36)."""
-    at = 4 + side_info
-    if frame[at:at + 4] in (b"Xing", b"Info") and len(frame) >= at + 12:
-        flags = struct.unpack(">I", frame[at + 4:at + 8])[0]
-        if flags & 1:
-            frames: int = struct.unpack(">I", frame[at + 8:at + 12])[0]
-            return frames if frames > 0 else None
-    if frame[36:40] == b"VBRI" and len(frame) >= 54:
-        vbri: int = struct.unpack(">I", frame[50:54])[0]
-        return vbri if vbri > 0 else None
-    return None
 
 
 # --- WebM (EBML) ----------------------------------------------------------------------------------

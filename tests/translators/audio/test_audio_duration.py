@@ -107,3 +107,44 @@ def test_hostile_bytes_never_raise(seed: int) -> None:
 def test_bounds() -> None:
     assert upper_bound_seconds(25 * 1024 * 1024) > fallback_seconds(25 * 1024 * 1024)
     assert upper_bound_seconds(0) > 0 and fallback_seconds(0) > 0
+
+
+def _frame(b1: int, b2: int, b3: int = 0x00) -> bytes:
+    from gateway.wire.mp3_frames import frame_info
+    info = frame_info(b1, b2)
+    assert info is not None
+    return bytes([0xFF, b1, b2, b3]) + b"\x00" * (info[0] - 4)
+
+
+@pytest.mark.parametrize("step", [1, 5, 333, 65536])
+def test_mp3_vbr_without_xing_and_other_layers_are_exact(step: int) -> None:
+    frames = [
+        (_frame(0xFB, 0x90), Fraction(1152, 44100)),  # MPEG-1 Layer III 128k 44.1k
+        (_frame(0xFB, 0xE2), Fraction(1152, 44100)),  # 320k, padded
+        (_frame(0xFB, 0x10), Fraction(1152, 44100)),  # 32k
+        (_frame(0xF3, 0x80), Fraction(576, 22050)),  # MPEG-2 Layer III 64k 22.05k
+        (_frame(0xE3, 0x18), Fraction(576, 8000)),  # MPEG-2.5 8k 8k
+        (_frame(0xFD, 0x94), Fraction(1152, 48000)),  # MPEG-1 Layer II 160k 48k
+        (_frame(0xFF, 0x54), Fraction(384, 48000)),  # MPEG-1 Layer I 160k
+    ]
+    data = b"".join(f for f, _ in frames) * 30
+    assert probe(data, step).seconds() == 30 * sum(s for _, s in frames)
+
+
+def test_mp3_walk_is_bounded_and_extrapolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gateway.wire.mp3_frames as mp3
+    monkeypatch.setattr(mp3, "MAX_FRAMES", 50)
+    assert probe(samples.mp3_frames(400), 1000).seconds() == Fraction(400 * 1152, 44100)
+
+
+def test_mp3_of_a_single_short_frame() -> None:
+    assert probe(_frame(0xE3, 0x18), 7).seconds() == Fraction(576, 8000)  # 72 bytes, under the Xing window
+
+
+def test_worst_case_mp3_walk_is_cheap() -> None:
+    import time
+    data = _frame(0xE3, 0x18) * (25 * 1024 * 1024 // 72)  # 8 kbit/s: 364,000 frames in 25 MB
+    started = time.process_time()
+    seconds = probe(data, 65536).seconds()
+    assert seconds == Fraction(len(data) // 72 * 576, 8000)
+    assert time.process_time() - started < 3.0
