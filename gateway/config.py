@@ -93,7 +93,7 @@ class UpstreamConfig(_Section):
     weight: int = 1
     timeouts: UpstreamTimeouts = msgspec.field(default_factory=UpstreamTimeouts)
     # Optional APIs the upstream speaks besides its protocol's standard paths, for the families
-    # that can use them (e.g. "responses": a chat upstream that serves /v1/responses itself).
+    # that can use them (e.g. "responses": a chat upstream that serves that API itself).
     features: list[str] = []
 
     def model_map(self) -> dict[str, str]:

@@ -56,7 +56,7 @@ class WireFamily(Protocol):
         ``credential_hint`` is shown when it is absent."""
         ...
 
-    credential_hint: str  # e.g. "the x-api-key header"
+    credential_hint: str  # where the credential goes, e.g. "the Authorization header (Bearer <key>)"
 
     def check_headers(self, request: HTTPConnection) -> None:
         """Raise InvalidRequest for a missing or malformed required header (a version header);

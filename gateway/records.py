@@ -60,7 +60,7 @@ class RequestLog(msgspec.Struct, omit_defaults=True):
     user_id: int
     key_id: int
     token_name: str
-    route: str  # e.g. "/v1/chat/completions"
+    route: str  # the path the client called
     family: str  # chat | messages | v1beta | ...
     model: str
     status: int

@@ -46,7 +46,7 @@ class RequestView(msgspec.Struct):
 class UpstreamCall(msgspec.Struct):
     """One HTTP request to an upstream, relative to its ``base_url``."""
 
-    path: str  # e.g. "/v1/chat/completions" or "/v1beta/models/x:streamGenerateContent?alt=sse"
+    path: str  # the path under ``base_url``, with its query, e.g. "/v2/generate?stream=1"
     body: bytes
     headers: dict[str, str] = {}
 

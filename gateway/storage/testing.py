@@ -145,7 +145,7 @@ def sample_log(principal: Principal, request_id: str, **fields: Any) -> RequestL
     """A request log of a served chat call by ``principal``; ``fields`` override."""
     values: dict[str, Any] = {
         "request_id": request_id, "created_at": time.time(), "user_id": principal.user.id,
-        "key_id": principal.key.id, "token_name": principal.key.name, "route": "/v1/chat/completions",
+        "key_id": principal.key.id, "token_name": principal.key.name, "route": "/probe/generate",
         "family": "chat", "model": "sim-chat", "status": 200, "outcome": "success", "is_stream": True,
         "upstream": "sim", "attempts": 1, "prompt_tokens": 10, "completion_tokens": 20,
         "cache_read_tokens": 3, "usage_estimated": True, "use_time_ms": 42, "first_byte_ms": 7,

@@ -24,6 +24,10 @@ from gateway.storage import open_storage
 
 class FakeChatAdapter:
     protocol = "chat"
+    capabilities = frozenset({"generate", "embed"})
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {}
 
 
 class Recorder:
