@@ -121,3 +121,18 @@ async def test_store_false_is_not_kept(rclient: openai.AsyncOpenAI) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         await rclient.responses.create(model="sim-chat", input="next", previous_response_id=response.id)
     assert err.value.code == "invalid_request" and err.value.param == "previous_response_id"
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_reasoning_and_its_follow_up(rclient: openai.AsyncOpenAI, model: str) -> None:
+    first = await rclient.responses.create(model=model, input="Think it over", reasoning={"effort": "high"})
+    assert first.usage is not None
+    # The message protocol counts thinking inside output_tokens and reports no split.
+    assert first.usage.output_tokens_details.reasoning_tokens > 0 or model == "sim-claude"
+    reasoning = [item for item in first.output if item.type == "reasoning"]
+    assert len(reasoning) == 1 and reasoning[0].summary[0].text
+    second = await rclient.responses.create(
+        model=model, input="Go on", previous_response_id=first.id, reasoning={"effort": "high"}, stream=True
+    )
+    done = [event async for event in second][-1]
+    assert done.type == "response.completed" and done.response.output_text.startswith("[simulated]")
