@@ -62,9 +62,10 @@ def worker_app() -> Starlette:
 def serve(config_path: str, host: str | None = None, port: int | None = None, workers: int = 1) -> int:
     from gateway.bootstrap import bootstrap, demo_banner
     from gateway.cli import print_config_errors
+    from gateway.plugins import collect_adapters, make_plugin_manager
 
-    try:
-        config = load_config(config_path)
+    try:  # an upstream protocol no installed adapter speaks is refused here, before anything starts
+        config = load_config(config_path, collect_adapters(make_plugin_manager()))
     except ConfigError as exc:
         print_config_errors(exc)
         return 2
