@@ -2,9 +2,12 @@
 simulator that loads it, and a gateway that loads it, both through the ``gateway`` entry points.
 
 ``pip install --target`` of a copy of ``examples/ollama_plugin`` (the build writes next to its
-sources) into a temporary directory, put on ``sys.path`` for this folder's tests only: the venv is
-never changed, and nothing in the checkout needs the plugin installed beforehand, so a clean
-clone's ``make test`` runs these tests as they are.
+sources) into a temporary directory once per session, put on ``sys.path`` for one test module at
+a time: the venv is never changed, and nothing in the checkout needs the plugin installed
+beforehand, so a clean clone's ``make test`` runs these tests as they are.
+
+This folder has no ``__init__.py`` on purpose: as a package it would be imported as ``plugins``
+and shadow the gateway's own ``plugins`` package for the whole test session.
 """
 
 from __future__ import annotations
@@ -16,24 +19,16 @@ import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
+from tests.plugins.ollama_support import OLLAMA_MODELS, OllamaGateway, OllamaSim, ollama_upstream
+
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "examples" / "ollama_plugin"
-
-# Public model ids served by the plugin's `ollama` upstream (the simulator's Ollama side).
-OLLAMA_MODELS: list[dict[str, Any]] = [
-    {"id": "sim-llama", "owned_by": "simulator", "price": {"input_per_mtok": 0.5, "output_per_mtok": 1.5}},
-    {"id": "sim-llama-alias", "owned_by": "simulator",
-     "price": {"input_per_mtok": 0.5, "output_per_mtok": 1.5}},
-    {"id": "sim-llama-embed", "owned_by": "simulator", "price": {"input_per_mtok": 0.02}},
-]
-
 
 def _can_build_offline() -> bool:
     """setuptools builds wheels by itself from 70.1 on; before that it needs ``wheel``."""
@@ -44,8 +39,9 @@ def _can_build_offline() -> bool:
     return (major, minor) >= (70, 1)
 
 
-@pytest.fixture(scope="package")
-def ollama_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+@pytest.fixture(scope="session")
+def ollama_plugin_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package built and installed once per session into a temporary target directory."""
     base = tmp_path_factory.mktemp("ollama_plugin")
     source = base / "src"
     shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
@@ -56,21 +52,23 @@ def ollama_plugin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         command += ["--no-build-isolation", "--no-index"]
     result = subprocess.run([*command, str(source)], capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr
-    sys.path.insert(0, str(target))
+    return target
+
+
+@pytest.fixture(scope="module")
+def ollama_plugin(ollama_plugin_build: Path) -> Iterator[Path]:
+    """The installed package on ``sys.path`` for one test module, and gone after it: tests of other
+    folders that load entry points never see it."""
+    sys.path.insert(0, str(ollama_plugin_build))
     importlib.invalidate_caches()
-    yield target
-    sys.path.remove(str(target))
+    yield ollama_plugin_build
+    sys.path.remove(str(ollama_plugin_build))
     for name in [m for m in sys.modules if m == "gateway_ollama" or m.startswith("gateway_ollama.")]:
         sys.modules.pop(name)
     importlib.invalidate_caches()
 
 
-@dataclass(frozen=True)
-class OllamaSim:
-    base_url: str
-
-
-@pytest_asyncio.fixture(scope="package")
+@pytest_asyncio.fixture(scope="module")
 async def ollama_sim(ollama_plugin: Path) -> AsyncIterator[OllamaSim]:
     """A simulator started after the plugin is importable, so its entry point adds the Ollama side
     (the session simulator may have started before)."""
@@ -79,28 +77,6 @@ async def ollama_sim(ollama_plugin: Path) -> AsyncIterator[OllamaSim]:
     runner = await start_simulator("127.0.0.1", 0)
     yield OllamaSim(f"http://127.0.0.1:{runner.sim_port}")
     await runner.cleanup()
-
-
-def ollama_upstream(base_url: str, api_key: str = "sk-sim", **fields: Any) -> dict[str, Any]:
-    return {"name": "sim-ollama", "protocol": "ollama", "base_url": base_url, "api_key": api_key,
-            "models": {"sim-llama": "sim-llama", "sim-llama-alias": "llama-upstream-name",
-                       "sim-llama-embed": "sim-llama-embed"}, **fields}
-
-
-@dataclass
-class OllamaGateway:
-    """A running gateway with the plugin loaded, a user and one key."""
-
-    gw: Any  # tests.conftest.GatewayHandle
-    sim: OllamaSim
-
-    @property
-    def base_url(self) -> str:
-        return str(self.gw.base_url)
-
-    @property
-    def key(self) -> str:
-        return str(self.gw.key)
 
 
 @pytest_asyncio.fixture

@@ -11,7 +11,7 @@ import ollama
 import pytest
 import pytest_asyncio
 
-from tests.plugins.conftest import OllamaGateway
+from tests.plugins.ollama_support import OllamaGateway
 
 TEXT_MODELS = ["sim-chat", "sim-claude", "sim-gemini"]  # chat, messages, v1beta upstreams
 WEATHER = {

@@ -12,7 +12,7 @@ import aiohttp
 import ollama
 import pytest
 
-from tests.plugins.conftest import OLLAMA_MODELS, OllamaGateway, ollama_upstream
+from tests.plugins.ollama_support import OLLAMA_MODELS, OllamaGateway, ollama_upstream
 
 
 async def _sim_log(ollama_gw: OllamaGateway) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from gateway.records import RequestLog
-from tests.plugins.conftest import OllamaGateway
+from tests.plugins.ollama_support import OllamaGateway
 
 
 async def _logs(ollama_gw: OllamaGateway) -> list[RequestLog]:

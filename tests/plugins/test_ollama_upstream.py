@@ -15,7 +15,7 @@ import ollama
 import openai
 import pytest_asyncio
 
-from tests.plugins.conftest import OllamaGateway
+from tests.plugins.ollama_support import OllamaGateway
 
 OPENAI_TOOL = {
     "type": "function",
