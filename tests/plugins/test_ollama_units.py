@@ -11,6 +11,7 @@ import pytest
 
 from gateway.canonical import (
     ChatRequest,
+    EmbeddingRequest,
     Finish,
     ImagePart,
     Message,
@@ -174,6 +175,20 @@ def test_adapter_refuses_what_ollama_cannot_take() -> None:
     assert sent["stream"] is False and "tools" not in sent
     assert adapter.error_message(b'{"error":"model \\"x\\" not found"}') == 'model "x" not found'
     assert adapter.error_message(b"<html>") == ""
+
+
+def test_unreadable_upstream_answers_are_upstream_errors() -> None:
+    from gateway_ollama.fastpath import read_usage
+    from gateway_ollama.upstream import OllamaAdapter
+
+    adapter = OllamaAdapter()
+    request = ChatRequest(model="m", messages=[Message(role="user", parts=[TextPart("hi")])])
+    for body in (b"<html>502</html>", b'{"message": 3}', b'{"error": "out of memory"}'):
+        with pytest.raises(UpstreamError):
+            adapter.decode_response(body, request)
+        assert read_usage(body) is None
+    with pytest.raises(UpstreamError):
+        adapter.decode_embedding_response(b'{"embeddings": "no"}', EmbeddingRequest(model="m", inputs=["x"]))
 
 
 def test_family_envelope_and_paths() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+import msgspec
 import orjson
 from gateway.canonical import Usage
 from gateway.errors import InvalidRequest
@@ -42,7 +43,12 @@ def with_model(data: bytes, model: str) -> bytes:
 
 
 def read_usage(body: bytes) -> Usage | None:
-    view = wire.line_view_decoder.decode(body)
+    """Usage of a whole answer; None when there is none (or no answer: the relay then decodes it
+    through the adapter, which says what is wrong)."""
+    try:
+        view = wire.line_view_decoder.decode(body)
+    except msgspec.MsgspecError:
+        return None
     return usage_of(view.prompt_eval_count, view.eval_count)
 
 

@@ -55,7 +55,7 @@ class NdjsonDecoder:
     def _line(self, line: bytes, events: list[StreamEvent]) -> None:
         if self._complete:
             return
-        answer = wire.chat_answer_decoder.decode(line)
+        answer = wire.chat_answer_decoder.decode(line)  # a line that is not JSON: the stream is broken
         if answer.error is not None:
             raise UpstreamError(f"The upstream stream failed: {answer.error}")
         if not self._started:

@@ -31,7 +31,7 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.errors import InvalidRequest
+from gateway.errors import InvalidRequest, UpstreamError
 from gateway.translation import UpstreamCall
 from gateway.wire.data_url import inline_data
 
@@ -151,7 +151,12 @@ class OllamaAdapter:
         return UpstreamCall(path=CHAT_PATH, body=wire.encoder.encode(body))
 
     def decode_response(self, body: bytes, request: ChatRequest) -> ChatResponse:
-        answer = wire.chat_answer_decoder.decode(body)
+        try:
+            answer = wire.chat_answer_decoder.decode(body)
+        except msgspec.MsgspecError as exc:
+            raise UpstreamError("The upstream answered with a body that is not an Ollama answer.") from exc
+        if answer.error is not None:
+            raise UpstreamError(f"The upstream reported an error: {answer.error}")
         message = answer.message
         parts: list[Part] = []
         if message.thinking:
@@ -175,7 +180,10 @@ class OllamaAdapter:
         return UpstreamCall(path=EMBED_PATH, body=wire.encoder.encode(body))
 
     def decode_embedding_response(self, body: bytes, request: EmbeddingRequest) -> EmbeddingResponse:
-        answer = wire.embed_answer_decoder.decode(body)
+        try:
+            answer = wire.embed_answer_decoder.decode(body)
+        except msgspec.MsgspecError as exc:
+            raise UpstreamError("The upstream answered with a body that is not an Ollama embedding.") from exc
         usage = Usage(input_tokens=answer.prompt_eval_count or 0)
         return EmbeddingResponse(model=answer.model or request.model, vectors=answer.embeddings, usage=usage)
 
