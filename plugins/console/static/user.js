@@ -170,8 +170,15 @@ function preview(result) {
   if (typeof url !== "string" || !/^https?:\/\//.test(url)) return null;
   if (/video|\.mp4/.test(url) || result.video_url || result.videoUrl) return h("video", { src: url, controls: true, class: "media" });
   if (/audio|\.mp3|\.wav/.test(url) || result.audio_url || result.audioUrl) return h("audio", { src: url, controls: true, class: "media" });
-  return h("img", { src: url, alt: "task result", class: "media", loading: "lazy" });
+  const img = h("img", { src: url, alt: "task result", class: "media", loading: "lazy" });
+  // An upstream link that does not load becomes a plain link (no broken-image box).
+  img.addEventListener("error", () => img.replaceWith(h("a", { href: url, target: "_blank", rel: "noopener noreferrer" },
+    "Open the result")));
+  return img;
 }
+
+const FINISHED = new Set(["SUCCESS", "FAILURE", "succeeded", "failed", "completed", "cancelled"]);
+let taskTimer = 0;
 
 export async function tasks(root) {
   const body = await api("GET", "/api/console/tasks?page_size=50");
@@ -212,6 +219,11 @@ export async function tasks(root) {
       preview(t.result),
       buttons);
   });
+  // Tasks still running: look again in a few seconds while this page is shown.
+  clearTimeout(taskTimer);
+  if (body.data.some((t) => !FINISHED.has(t.status))) {
+    taskTimer = setTimeout(() => { if (location.hash.startsWith("#/tasks") && root.isConnected) reload(); }, 3000);
+  }
   mount(root,
     h("div", { class: "title-row" }, h("h1", {}, "Media tasks"), button("Refresh", reload)),
     card("Submit with", keyForm, imagine),
