@@ -24,12 +24,11 @@ from gateway.relay_call import ClientCall
 from gateway.tokens import estimate_body_tokens
 from gateway.translation import RequestView, UpstreamCall
 from gateway.wire.decode import decode
+from gateway.wire.sse import complete_end, event_data, split_events
 from translators.chat.mapping import usage_from_wire
-from translators.chat.sse import DONE_LINE
 from translators.chat.wire import peek_decoder, usage_only_decoder
 
 _MODEL_VALUE = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')
-_EVENT = re.compile(rb".*?(?:\r\n\r\n|\n\n|\Z)", re.S)
 
 
 def peek_request(body: bytes, path_model: str | None) -> RequestView:
@@ -144,7 +143,7 @@ class FastStream:
 
     def feed(self, chunk: bytes) -> bytes:
         data = self._tail + chunk if self._tail else chunk
-        end = _events_end(data)
+        end = complete_end(data)
         if end < len(data):
             self._tail = data[end:]
             data = data[:end]
@@ -157,8 +156,8 @@ class FastStream:
         return self._relay(tail) if tail else b""
 
     def _relay(self, data: bytes) -> bytes:
-        if not self._complete and b"[DONE]" in data and DONE_LINE.search(data):
-            self._complete = True
+        if not self._complete and b"[DONE]" in data:
+            self._complete = any(event_data(e) == b"[DONE]" for e in split_events(data))
         if b'"usage"' in data:
             data = self._watch_usage(data)
         if self._public_model is not None:
@@ -167,10 +166,7 @@ class FastStream:
 
     def _watch_usage(self, data: bytes) -> bytes:
         kept: list[bytes] = []
-        for match in _EVENT.finditer(data):
-            event = match.group(0)
-            if not event:
-                continue
+        for event in split_events(data):
             if b'"usage"' in event and self._saw_usage_only(event):
                 continue
             kept.append(event)
@@ -178,7 +174,9 @@ class FastStream:
 
     def _saw_usage_only(self, event: bytes) -> bool:
         """Records the event's usage; True when it is a usage-only chunk to drop."""
-        payload = b"\n".join(line[5:].strip() for line in event.splitlines() if line.startswith(b"data:"))
+        payload = event_data(event)
+        if payload is None:
+            return False
         try:
             view = usage_only_decoder.decode(payload)
         except msgspec.MsgspecError:
@@ -187,13 +185,3 @@ class FastStream:
             return False
         self._usage = usage_from_wire(view.usage)
         return self._strip_usage and not view.choices
-
-
-def _events_end(data: bytes) -> int:
-    """Index just past the last blank line (end of the last complete event); 0 when none."""
-    end = 0
-    for sep in (b"\n\n", b"\r\n\r\n"):
-        at = data.rfind(sep)
-        if at >= 0:
-            end = max(end, at + len(sep))
-    return end

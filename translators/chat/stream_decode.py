@@ -26,8 +26,8 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
+from gateway.wire.sse import SSEParser
 from translators.chat.mapping import now, stop_reason, usage_from_wire, wire_id
-from translators.chat.sse import DataLines
 from translators.chat.wire import ChoiceView, MessageView, ToolCallView, answer_decoder
 
 
@@ -61,7 +61,8 @@ class _Choice:
 class ChatStreamDecoder:
     def __init__(self, request: ChatRequest) -> None:
         self._request = request
-        self._lines = DataLines()
+        # Each ``data:`` line is a payload at once (OpenAI payloads are single-line JSON).
+        self._lines = SSEParser(each_data_line=True)
         self._choices: dict[int, _Choice] = {}
         self._started = False
         self._done = False
@@ -75,14 +76,14 @@ class ChatStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for payload in self._lines.feed(chunk):
-            self._payload(payload, out)
+        for event in self._lines.feed(chunk):
+            self._payload(event.data, out)
         return out
 
     def close(self) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for payload in self._lines.close():
-            self._payload(payload, out)
+        for event in self._lines.close():
+            self._payload(event.data, out)
         if not self._done and self._choices and all(c.finished for c in self._choices.values()):
             self._end(out)  # every choice finished: a missing [DONE] loses nothing
         return out
@@ -112,8 +113,8 @@ class ChatStreamDecoder:
             out.append(StreamStart(id=chunk.id or wire_id("chatcmpl-", None),
                                    model=chunk.model or self._request.model,
                                    created=int(chunk.created or 0) or now()))
-        for choice in chunk.choices or []:
-            self._choice(choice, out)
+        for wire_choice in chunk.choices or []:
+            self._choice(wire_choice, out)
         if chunk.usage is not None:
             self._usage = usage_from_wire(chunk.usage)
 

@@ -6,9 +6,10 @@ The ``anthropic-beta`` header the client sent is passed on. Answers come back un
 that the public model id is restored in them when the upstream names another.
 
 ``FastStream`` relays stream chunks as they arrive and reads usage from ``message_start`` and
-``message_delta``. Only chunks that contain one of those event names (or ``message_stop``) are
-split into lines at all; text deltas go through untouched and unparsed. The one event it may
-rewrite is ``message_start`` (to restore the public model id); everything else is passed byte
+``message_delta`` with the core's SSE parser (``gateway.wire.sse``), which passes over chunks of
+whole events that name none of those (or ``message_stop``) unparsed: text deltas go through
+untouched. The one event it may rewrite is ``message_start`` (to restore the public model id), so
+bytes are held back until the first event with data is complete; everything else is passed byte
 for byte.
 """
 
@@ -21,6 +22,7 @@ import orjson
 
 from gateway.canonical import Usage
 from gateway.translation import RequestView, UpstreamCall
+from gateway.wire.sse import SSEEvent, SSEParser, complete_end, event_data, split_events
 from translators.messages import wire
 from translators.messages.mapping import merge_usage, usage_in
 from translators.messages.upstream import MESSAGES_PATH
@@ -61,14 +63,15 @@ _INTERESTING = (b"message_start", b"message_delta", b"message_stop")
 
 
 class FastStream:
-    """Until the first ``data:`` line (message_start) is complete, an unfinished line is held back
-    so that message_start can be rewritten whole; from then on every chunk is returned as it came
-    and the unfinished last line is only remembered, for reading usage from a split event."""
+    """Holds bytes back until the first event with data (message_start) is complete, to rewrite
+    it whole; from then on every chunk is returned as it came. Every byte also goes to an SSE
+    parser for usage and completion."""
 
     def __init__(self, public_model: str) -> None:
         self._public_model = public_model
-        self._started = False  # the first data line has been seen (and sent)
-        self._tail = b""  # the unfinished last line (held back before start, already sent after)
+        self._started = False  # the first data event has been seen (and sent)
+        self._held: list[bytes] = []  # bytes held back before that
+        self._parser = SSEParser()
         self._usage = wire.UsageView()
         self._usage_seen = False
         self._complete = False
@@ -82,67 +85,77 @@ class FastStream:
         return self._complete
 
     def feed(self, chunk: bytes) -> bytes:
-        if not self._started:
-            return self._feed_start(chunk)
-        if not self._tail and not any(name in chunk for name in _INTERESTING):
-            # The common case, content deltas only: nothing to read. A chunk ending mid-line may
-            # hide the start of an interesting line, so its unfinished last line is remembered.
-            cut = chunk.rfind(b"\n")
-            self._tail = chunk[cut + 1:]
+        self._read(self._parser.feed_unless(chunk, _INTERESTING))
+        if self._started:
             return chunk
-        buffer = self._tail + chunk
-        cut = buffer.rfind(b"\n")
-        done, self._tail = buffer[: cut + 1], buffer[cut + 1:]
-        if any(name in done for name in _INTERESTING):
-            for line in done.split(b"\n"):
-                self._read(line)
-        return chunk
+        self._held.append(chunk)
+        if b"\n" not in chunk and b"\r" not in chunk:
+            return b""  # no line ended: no event can have
+        held = b"".join(self._held) if len(self._held) > 1 else chunk
+        end = complete_end(held)
+        if not end:
+            return b""
+        out = self._start(held[:end])
+        if not self._started:  # only comments or events without data so far: they may go
+            self._held = [held[end:]] if end < len(held) else []
+            return out
+        self._held = []
+        return out + held[end:]  # the unfinished rest goes out now too; the parser holds it
 
-    def _feed_start(self, chunk: bytes) -> bytes:
-        buffer = self._tail + chunk
-        lines = buffer.split(b"\n")
-        self._tail = lines.pop()
-        for i, line in enumerate(lines):
-            if line.startswith(b"data:"):
+    def close(self) -> bytes:
+        self._read(self._parser.close())
+        if self._started:
+            return b""
+        held, self._held = b"".join(self._held), []
+        self._started = True
+        return self._start(held)
+
+    def _start(self, block: bytes) -> bytes:
+        """``block`` (whole events, or the held bytes at the end) with the public model restored in
+        its first data event, if it has one (which starts the stream)."""
+        events = split_events(block)
+        for i, event in enumerate(events):
+            data = event_data(event)
+            if data is not None:
                 self._started = True
-                lines[i] = self._read(line, rewrite=True)
-                for later in lines[i + 1:]:  # the chunk may hold more events, even the whole stream
-                    self._read(later)
-                # The unfinished tail goes out now too; it stays remembered for a split event.
-                return b"\n".join(lines) + b"\n" + self._tail
-        return b"\n".join(lines) + b"\n" if lines else b""
+                events[i] = self._rewrite(event, data)
+                break
+        return b"".join(events)
 
-    def _read(self, line: bytes, *, rewrite: bool = False) -> bytes:
-        """Take usage (and completion) from one line; the line, with the public model id restored
-        when ``rewrite`` and it is a message_start naming another model."""
-        if not line.startswith(b"data:") or not any(name in line for name in _INTERESTING):
-            return line
+    def _rewrite(self, event: bytes, data: bytes) -> bytes:
+        if b"message_start" not in data:
+            return event
         try:
-            event = wire.event_decoder.decode(line[5:])
+            view = wire.event_decoder.decode(data)
         except wire.DECODE_ERRORS:
-            return line
-        if event.type == "message_start" and event.message is not None:
-            self._merge(event.message.usage)
-            if rewrite and event.message.model and event.message.model != self._public_model:
-                try:
-                    data = orjson.loads(line[5:])
-                except orjson.JSONDecodeError:  # bad UTF-8 in a field the view skipped
-                    return line
-                data["message"]["model"] = self._public_model
-                return b"data: " + orjson.dumps(data) + (b"\r" if line.endswith(b"\r") else b"")
-        elif event.type == "message_delta":
-            self._merge(event.usage)
-        elif event.type == "message_stop":
-            self._complete = True
-        return line
+            return event
+        if view.type != "message_start" or view.message is None:
+            return event
+        if not view.message.model or view.message.model == self._public_model:
+            return event
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:  # bad UTF-8 in a field the view skipped
+            return event
+        obj["message"]["model"] = self._public_model
+        # Only a one-line payload is replaced in place (the protocol never splits one).
+        return event.replace(data, orjson.dumps(obj), 1)
+
+    def _read(self, events: list[SSEEvent]) -> None:
+        """Usage and completion from the events the parser completed."""
+        for sse in events:
+            if not any(name in sse.data for name in _INTERESTING):
+                continue
+            try:
+                event = wire.event_decoder.decode(sse.data)
+            except wire.DECODE_ERRORS:
+                continue
+            if event.type == "message_start" and event.message is not None:
+                self._merge(event.message.usage)
+            elif event.type == "message_delta":
+                self._merge(event.usage)
+            elif event.type == "message_stop":
+                self._complete = True
 
     def _merge(self, view: wire.UsageView | None) -> None:
         self._usage_seen = merge_usage(self._usage, view) or self._usage_seen
-
-    def close(self) -> bytes:
-        tail, self._tail = self._tail, b""
-        if not self._started:
-            self._started = True
-            return self._read(tail, rewrite=True)  # held back: still to be sent
-        self._read(tail)  # a last line without its newline: already sent, usage only
-        return b""

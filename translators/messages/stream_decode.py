@@ -1,7 +1,7 @@
 """Upstream side, streamed: a message-protocol SSE byte stream (any chunking) -> canonical events.
 
-``SSEParser`` reassembles lines across chunks (``\\n`` or ``\\r\\n``) and yields one ``data`` payload
-per event; the event name line is redundant (every payload carries ``type``) and is ignored.
+The bytes go through the core's SSE parser (``gateway.wire.sse``), one ``data`` payload per event;
+the event name line is redundant (every payload carries ``type``) and is ignored.
 
 Mapping, per upstream event:
 
@@ -34,46 +34,12 @@ from gateway.canonical import (
     ToolArgsDelta,
     UsageReport,
 )
+from gateway.wire.sse import SSEEvent, SSEParser
 from translators.messages import wire
 from translators.messages.mapping import merge_usage, stop_reason_in, usage_in
 
 _KINDS = {"text": "text", "thinking": "thinking", "tool_use": "tool_call",
           "redacted_thinking": "redacted_thinking"}
-
-
-class SSEParser:
-    """Bytes in, complete ``data`` payloads out (one per event; multi-line data joined by ``\\n``)."""
-
-    def __init__(self) -> None:
-        self._tail = b""
-        self._data: list[bytes] = []
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        buffer = self._tail + chunk if self._tail else chunk
-        lines = buffer.split(b"\n")
-        self._tail = lines.pop()
-        out: list[bytes] = []
-        for line in lines:
-            self._line(line.rstrip(b"\r"), out)
-        return out
-
-    def close(self) -> list[bytes]:
-        out: list[bytes] = []
-        if self._tail:
-            self._line(self._tail.rstrip(b"\r"), out)
-            self._tail = b""
-        self._line(b"", out)
-        return out
-
-    def _line(self, line: bytes, out: list[bytes]) -> None:
-        if not line:
-            if self._data:
-                out.append(b"\n".join(self._data))
-                self._data = []
-        elif line.startswith(b"data:"):
-            value = line[5:]
-            self._data.append(value[1:] if value.startswith(b" ") else value)
-        # ``event:``, ``id:``, ``retry:`` and ``:`` comments carry nothing we need.
 
 
 class MessagesStreamDecoder:
@@ -100,13 +66,13 @@ class MessagesStreamDecoder:
             events.append(self._report())
         return events
 
-    def _handle(self, payloads: list[bytes]) -> list[StreamEvent]:
+    def _handle(self, events: list[SSEEvent]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for payload in payloads:
+        for sse in events:
             if self.error_message is not None or self._complete:
                 break
             try:
-                event = wire.event_decoder.decode(payload)
+                event = wire.event_decoder.decode(sse.data)
             except wire.DECODE_ERRORS:
                 continue  # not JSON (a proxy's keep-alive or garbage): nothing to relay
             self._event(event, out)

@@ -1,6 +1,7 @@
 """The two stream framings of ``streamGenerateContent``, split into whole JSON objects.
 
-* ``alt=sse``: server-sent events, ``data: {...}`` then a blank line (Gemini ends lines with CRLF).
+* ``alt=sse``: server-sent events, ``data: {...}`` then a blank line (Gemini ends lines with CRLF),
+  parsed by the core's ``gateway.wire.sse``.
 * without it: one JSON array sent incrementally, ``[`` then objects separated by ``,\\r\\n`` then
   ``]``. The objects may be pretty-printed, so the splitter tracks nesting and strings instead of
   trusting the separator.
@@ -12,42 +13,29 @@ from __future__ import annotations
 
 import re
 
-_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
-_LINE = re.compile(rb"\r\n|\n|\r")
+from gateway.wire.sse import SSEEvent, SSEParser
+
 _SPECIAL = re.compile(rb'["\\{}\[\]]')
 _QUOTE, _BACKSLASH, _OPEN_BRACE, _OPEN_BRACKET = ord('"'), ord("\\"), ord("{"), ord("[")
 
 
 class SseSplitter:
+    """The JSON objects of an ``alt=sse`` stream: each event's data, through the core's parser
+    (``[DONE]`` and empty events, which some proxies add, are not objects)."""
+
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._parser = SSEParser()
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        self._buf += chunk
-        out: list[bytes] = []
-        start = 0
-        for match in _EVENT_END.finditer(self._buf):
-            data = _event_data(bytes(self._buf[start:match.start()]))
-            if data is not None:
-                out.append(data)
-            start = match.end()
-        if start:
-            del self._buf[:start]
-        return out
+        return _objects(self._parser.feed(chunk))
 
     def close(self) -> list[bytes]:
         """A last event not followed by a blank line still counts."""
-        data = _event_data(bytes(self._buf)) if self._buf.strip() else None
-        self._buf.clear()
-        return [data] if data is not None else []
+        return _objects(self._parser.close())
 
 
-def _event_data(event: bytes) -> bytes | None:
-    lines = [line[5:].removeprefix(b" ") for line in _LINE.split(event) if line.startswith(b"data:")]
-    if not lines:
-        return None
-    data = b"\n".join(lines)
-    return None if data.strip() in (b"", b"[DONE]") else data
+def _objects(events: list[SSEEvent]) -> list[bytes]:
+    return [e.data for e in events if e.data.strip() not in (b"", b"[DONE]")]
 
 
 class ArraySplitter:

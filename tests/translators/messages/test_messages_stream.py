@@ -23,7 +23,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from translators.messages.stream_decode import MessagesStreamDecoder, SSEParser
+from translators.messages.stream_decode import MessagesStreamDecoder
 from translators.messages.stream_encode import MessagesStreamEncoder
 
 REQUEST = ChatRequest(model="public-claude", messages=[Message(role="user", parts=[TextPart(text="hi")])])
@@ -119,10 +119,11 @@ def test_message_delta_usage_overwrites_start_figures() -> None:
     assert isinstance(events[-2], Finish) and events[-2].stop_reason == "max_tokens"
 
 
-def test_sse_parser_multiline_data_and_comments() -> None:
-    parser = SSEParser()
-    assert parser.feed(b": keep-alive\nevent: x\ndata: {\"a\":\ndata: 1}\n") == []
-    assert parser.feed(b"\n") == [b'{"a":\n1}']
+def test_multiline_data_and_comments() -> None:
+    """The core's SSE parser joins data lines: a payload split over two lines still decodes."""
+    decoder = MessagesStreamDecoder()
+    assert decoder.feed(b': keep-alive\nevent: x\ndata: {"type":\ndata: "message_stop"}\n') == []
+    assert decoder.feed(b"\n") == [UsageReport(Usage())] and decoder.complete
 
 
 # --- encoder ---------------------------------------------------------------------------------------

@@ -1,0 +1,197 @@
+"""Server-sent events: the one incremental parser every family's upstream stream goes through.
+
+``SSEParser`` follows the WHATWG event-stream rules on bytes of any chunking:
+
+* lines end with CRLF, LF or a lone CR, and a CRLF split across two chunks is one line end;
+* ``:`` starts a comment; ``field: value`` loses one leading space of its value; a line without a
+  colon is a field with an empty value; unknown fields are ignored;
+* an event is dispatched at a blank line, its ``data`` lines joined with ``\\n`` (an event without
+  data is not dispatched); ``event`` names it, ``id`` sets the last event id, which persists;
+* a UTF-8 BOM at the very start is dropped. Bytes are never decoded here: a payload with invalid
+  UTF-8 reaches its family's JSON decoder as it came.
+
+Two deliberate departures, both for upstreams as they are: ``close()`` dispatches an event whose
+final blank line never came (a stream cut after a complete ``data:`` line still delivers it), and
+``each_data_line=True`` dispatches every ``data:`` line at once, without waiting for the blank line
+(OpenAI-style payloads are single-line JSON: it saves a chunk of latency and tolerates servers that
+leave the blank lines out). A line longer than ``max_line_bytes`` raises ``SSEError`` rather than
+buffering without bound. A line split over many chunks is joined once, when it ends (no quadratic
+re-copying).
+
+For a relay that forwards the upstream's bytes untouched (the fast path), ``complete_end``,
+``split_events`` and ``event_data`` apply the same line rules to a block of bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+# A line end followed by an empty line: the end of an event. CRLF is one line end, so the CR of a
+# CRLF never counts as a lone CR (the lookahead), and "x\r\ny" holds no blank line.
+_EVENT_END = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?!\n))")
+
+
+class SSEError(ValueError):
+    """An event stream this parser refuses (a line over its size limit)."""
+
+
+class SSEEvent:
+    __slots__ = ("data", "event", "id")
+
+    def __init__(self, data: bytes, event: bytes = b"", id: bytes | None = None) -> None:
+        self.data = data
+        self.event = event  # b"" when unnamed (a browser would call it "message")
+        self.id = id  # the last event id seen so far, if any
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, SSEEvent)
+                and (self.data, self.event, self.id) == (other.data, other.event, other.id))
+
+    def __repr__(self) -> str:
+        return f"SSEEvent(data={self.data!r}, event={self.event!r}, id={self.id!r})"
+
+
+def _field(line: bytes) -> tuple[bytes, bytes]:
+    """A non-empty, non-comment line as (field name, value)."""
+    colon = line.find(b":")
+    if colon < 0:
+        return line, b""
+    value = line[colon + 1:]
+    return line[:colon], value[1:] if value[:1] == b" " else value
+
+
+class SSEParser:
+    """Feed bytes of any chunking, get the events completed so far (see module docstring)."""
+
+    def __init__(self, *, each_data_line: bool = False, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+        self._each_line = each_data_line
+        self._max_line = max_line_bytes
+        self._pending: list[bytes] = []  # pieces of the unfinished last line
+        self._pending_len = 0
+        self._skip_lf = False  # the last chunk ended with CR: a leading LF now ends no new line
+        self._started = False
+        self._data: list[bytes] = []
+        self._event = b""
+        self.last_id: bytes | None = None
+        self.retry_ms: int | None = None
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if not chunk:
+            return []
+        if not self._started:
+            self._started = True
+            if chunk.startswith(_BOM):
+                chunk = chunk[len(_BOM):]
+        if self._skip_lf:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+                if not chunk:
+                    return []
+        if b"\n" not in chunk and b"\r" not in chunk:
+            self._hold(chunk)  # mid-line: keep the piece, join once the line ends
+            return []
+        if self._pending:
+            self._pending.append(chunk)
+            chunk = b"".join(self._pending)
+            self._pending, self._pending_len = [], 0
+        if b"\r" in chunk:
+            lines = _LINE_END.split(chunk)
+            self._skip_lf = chunk.endswith(b"\r")
+        else:
+            lines = chunk.split(b"\n")
+        tail = lines.pop()
+        out: list[SSEEvent] = []
+        for line in lines:
+            self._line(line, out)
+        if tail:
+            self._hold(tail)
+        return out
+
+    def feed_unless(self, chunk: bytes, names: tuple[bytes, ...]) -> list[SSEEvent]:
+        """``feed``, except that a chunk of whole events none of which mentions any of ``names``
+        is passed over unparsed when no event is in progress: for a relay that reads only a few
+        kinds of event, the common chunk then costs a few substring searches. Skipping such a
+        chunk leaves the parser exactly as feeding it would (bar ``last_id`` and ``retry_ms``)."""
+        if (self._started and not self._pending and not self._data and not self._event
+                and not self._skip_lf and chunk and not any(name in chunk for name in names)
+                and complete_end(chunk) == len(chunk)):
+            self._skip_lf = chunk.endswith(b"\r")
+            return []
+        return self.feed(chunk)
+
+    def close(self) -> list[SSEEvent]:
+        """End of the bytes: the unfinished line counts, and so does an event left undispatched."""
+        out: list[SSEEvent] = []
+        if self._pending:
+            line = b"".join(self._pending)
+            self._pending, self._pending_len = [], 0
+            self._line(line, out)
+        self._line(b"", out)
+        return out
+
+    def _hold(self, piece: bytes) -> None:
+        self._pending_len += len(piece)
+        if self._pending_len > self._max_line:
+            raise SSEError(f"an event-stream line is longer than {self._max_line} bytes")
+        self._pending.append(piece)
+
+    def _line(self, line: bytes, out: list[SSEEvent]) -> None:
+        if not line:
+            if self._data:
+                out.append(SSEEvent(b"\n".join(self._data), self._event, self.last_id))
+                self._data = []
+            self._event = b""
+            return
+        if line[0] == 0x3A:  # ":" comment (keep-alives)
+            return
+        name, value = _field(line)
+        if name == b"data":
+            if not self._each_line:
+                self._data.append(value)
+            elif value:
+                out.append(SSEEvent(value, self._event, self.last_id))
+        elif name == b"event":
+            self._event = value
+        elif name == b"id":
+            if b"\0" not in value:
+                self.last_id = value
+        elif name == b"retry" and value.isdigit():
+            self.retry_ms = int(value)
+
+
+# --- whole blocks, for relays that forward bytes untouched ----------------------------------------
+
+
+def complete_end(data: bytes) -> int:
+    """The index just past the last complete event of ``data`` (its closing blank line); 0 when
+    no event in it is complete. A CR at the very end counts as a line end."""
+    if b"\r" not in data:  # the common case, answered from the end
+        at = data.rfind(b"\n\n")
+        return at + 2 if at >= 0 else 0
+    end = 0
+    for match in _EVENT_END.finditer(data):
+        end = match.end()
+    return end
+
+
+def split_events(block: bytes) -> list[bytes]:
+    """``block`` cut after each event's closing blank line: the pieces, joined, are ``block``."""
+    pieces: list[bytes] = []
+    start = 0
+    for match in _EVENT_END.finditer(block):
+        pieces.append(block[start:match.end()])
+        start = match.end()
+    if start < len(block):
+        pieces.append(block[start:])
+    return pieces
+
+
+def event_data(event: bytes) -> bytes | None:
+    """The data of one event's bytes (its ``data`` lines joined with ``\\n``); None without any."""
+    data = [value for line in _LINE_END.split(event)
+            if line and line[0] != 0x3A for name, value in (_field(line),) if name == b"data"]
+    return b"\n".join(data) if data else None
