@@ -48,6 +48,10 @@ class SqlTaskStore:
     async def claim_due_tasks(self, now: float, limit: int, owner: str, lease_s: float) -> list[TaskRecord]:
         """Up to ``limit`` due tasks whose lease is free or expired, now leased to ``owner`` until
         ``now + lease_s``; oldest due first. The lease does not change ``version``."""
+        # A read first: an idle poller asks every tick, and a write transaction (on SQLite, the
+        # one writer lock the money path also needs) is only worth it when something is due.
+        if not await self._fetch(f"SELECT task_id FROM tasks WHERE {_DUE} LIMIT 1", (now, now)):
+            return []
         skip = " FOR UPDATE SKIP LOCKED" if self.dialect.name == "postgresql" else ""
         sql = (f"UPDATE tasks SET lease_owner = ?, lease_until = ? WHERE task_id IN ("
                f"SELECT task_id FROM tasks WHERE {_DUE} ORDER BY next_poll_at LIMIT ?{skip}) "

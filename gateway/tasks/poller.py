@@ -134,6 +134,12 @@ class Poller:
             for task in batch:
                 await engine.reschedule(task, now)
             return
+        except Exception:
+            # A bug in a family's poll must not stall every other task: logged, asked again later.
+            log.exception("family %s failed polling %d task(s) on %s", family.name, len(batch), upstream_name)
+            for task in batch:
+                await engine.reschedule(task, now)
+            return
         answered = time.time()
         for task in batch:
             await engine.apply(family, task, snapshots.get(task.upstream_task_id), answered)

@@ -59,3 +59,26 @@ class TaskHttp:
         if status in (401, 429) or status >= 500:
             raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status)
         return TaskReply(status, data)
+
+    async def open(self, upstream: UpstreamConfig, path: str, *, request_id: str = "",
+                   follow_redirects: bool = True) -> aiohttp.ClientResponse:
+        """A GET whose body is streamed by the caller (a result file: read ``resp.content`` in
+        chunks, never the whole body at once), within the connect and first-byte timeouts; later
+        reads are bounded by the idle timeout. Redirects are followed by default (result files
+        often live behind one). The caller releases the response; a 401/429/5xx raises
+        ``UpstreamFailure`` (released here)."""
+        headers = {"User-Agent": _USER_AGENT}
+        if request_id:
+            headers[REQUEST_ID_HEADER] = request_id
+        headers.update(self._pool.protocol_adapter(upstream.protocol).auth_headers(upstream.api_key))
+        t = upstream.timeouts
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, sock_read=t.idle_s)
+        url = upstream.base_url.rstrip("/") + path
+        with upstream_io(upstream.name, f"on GET {path.split('?', 1)[0]}"):
+            async with asyncio.timeout(t.connect_s + t.first_byte_s):
+                resp = await self._pool.session.get(url, headers=headers, timeout=timeout,
+                                                    allow_redirects=follow_redirects)
+        if resp.status in (401, 429) or resp.status >= 500:
+            resp.release()
+            raise UpstreamFailure(upstream.name, f"answered HTTP {resp.status}", resp.status)
+        return resp
