@@ -1,4 +1,5 @@
-# The two commands of the contract: `make run` and `make test`.
+# The two commands of the contract: `make run` and `make test`; `make lint` is the style and type gate
+# (ruff, and mypy --strict on gateway/, translators/ and plugins/ as configured in pyproject.toml).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -27,3 +28,4 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy

@@ -159,9 +159,8 @@ class AdminOps:
             self._check_models(body.models)
         if not isinstance(body.allow_ips, msgspec.UnsetType):
             self._check_ips(body.allow_ips)
-        quota: int | msgspec.UnsetType | None = body.quota_usd
-        if isinstance(body.quota_usd, float | int):
-            quota = usd_to_nano(body.quota_usd)
+        quota: int | msgspec.UnsetType | None = (
+            usd_to_nano(body.quota_usd) if isinstance(body.quota_usd, float | int) else body.quota_usd)
         changes = KeyChanges(name=body.name, enabled=body.enabled, quota_nano=quota,
                              models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at)
         key = await self.storage.update_key(key_id, changes)

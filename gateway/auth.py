@@ -238,10 +238,13 @@ class Authenticator:
         import redis.asyncio as aioredis
         from redis.exceptions import RedisError
 
+        url = self.redis_url
+        if url is None:
+            return
         try:
             if self._publisher is None:
-                self._publisher = aioredis.from_url(self.redis_url, socket_connect_timeout=2)
-            await self._publisher.publish(redis_channel(self.redis_url), str(self._version))
+                self._publisher = aioredis.from_url(url, socket_connect_timeout=2)
+            await self._publisher.publish(redis_channel(url), str(self._version))
         except (RedisError, OSError):
             # Other processes still see the bumped version within one poll interval.
             log.warning("could not publish the auth change on Redis", exc_info=True)
@@ -268,7 +271,7 @@ class Authenticator:
                 log.warning("Redis auth channel unavailable (%s); polling until it is back; retry in %gs",
                             exc, delay)
             finally:
-                await pubsub.aclose()
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis leaves it unannotated
                 await client.aclose()
             # A message may have been missed while disconnected: forget everything once.
             self._invalidate()

@@ -238,10 +238,10 @@ def _check_semantics(config: Config, errors: list[str]) -> None:
         if model.id in model_ids:
             errors.append(f"models[{i}].id: duplicate model id {model.id!r}")
         model_ids.add(model.id)
-        for name in msgspec.structs.fields(Price):
-            value = getattr(model.price, name.name)
+        for price_field in msgspec.structs.fields(Price):
+            value = getattr(model.price, price_field.name)
             if value is not None and value < 0:
-                errors.append(f"models[{i}].price.{name.name}: must not be negative")
+                errors.append(f"models[{i}].price.{price_field.name}: must not be negative")
     names: set[str] = set()
     for i, up in enumerate(config.upstreams):
         where = f"upstreams[{i}]"

@@ -65,7 +65,7 @@ def request_id(request: Request) -> str:
     e.g. in a unit test, and then stored so every later call agrees)."""
     state = request.scope.setdefault("state", {})
     rid = state.get("request_id")
-    if rid is None:
+    if not isinstance(rid, str):
         rid = state["request_id"] = new_request_id()
     return rid
 
