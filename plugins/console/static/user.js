@@ -32,7 +32,7 @@ export async function dashboard(root) {
 
 const list = (text) => text.split(",").map((x) => x.trim()).filter(Boolean);
 
-function keyForm(key) {
+function keyForm(key, limits) {
   const k = key || {};
   const expires = k.expires_at ? new Date(k.expires_at * 1000).toISOString().slice(0, 10) : "";
   return h("form", { class: "grid-form" },
@@ -44,8 +44,8 @@ function keyForm(key) {
     field("Allowed IPs", input("allow_ips", { value: (k.allow_ips || []).join(", "), placeholder: "any IP" }),
       "Comma-separated IPs or CIDRs."),
     field("Expires (UTC day)", input("expires", { type: "date", value: expires }), "Empty: never."),
-    field("Requests per minute", input("rpm", { type: "number", min: 1, value: k.rpm ?? "", placeholder: "no limit" })),
-    field("Tokens per minute", input("tpm", { type: "number", min: 1, value: k.tpm ?? "", placeholder: "no limit" })));
+    limits ? field("Requests per minute", input("rpm", { type: "number", min: 1, value: k.rpm ?? "", placeholder: "no limit" })) : null,
+    limits ? field("Tokens per minute", input("tpm", { type: "number", min: 1, value: k.tpm ?? "", placeholder: "no limit" })) : null);
 }
 
 function keyBody(form, editing) {
@@ -59,6 +59,7 @@ function keyBody(form, editing) {
   };
   // Rate limits are sent only when set (or when clearing one an existing key has).
   for (const name of ["rpm", "tpm"]) {
+    if (v[name] === undefined) continue; // this gateway has no per-key rate limits
     if (v[name] !== "") body[name] = Number(v[name]);
     else if (editing && editing[name] !== undefined && editing[name] !== null) body[name] = null;
   }
@@ -70,8 +71,8 @@ function keyBody(form, editing) {
   return body;
 }
 
-function editKey(key, done) {
-  const form = keyForm(key);
+function editKey(key, limits, done) {
+  const form = keyForm(key, limits);
   const err = h("div");
   const p = panel(key ? `Edit key “${key.name}”` : "New API key", h("div", {}, form, err), [
     button("Cancel", () => p.close()),
@@ -102,6 +103,8 @@ export async function keys(root) {
   const body = await api("GET", "/api/keys");
   const reload = () => keys(root);
   const known = tabKeys.all();
+  // Per-key rate limits are offered when this gateway's keys carry them (CONTRACT 4 rpm/tpm).
+  const limits = body.data.some((k) => "rpm" in k);
   const cols = [
     { title: "Name", cell: (k) => k.name },
     { title: "Key", cell: (k) => h("code", {}, k.masked) },
@@ -110,11 +113,11 @@ export async function keys(root) {
     { title: "Models", cell: (k) => (k.models ? k.models.join(", ") : "all") },
     { title: "IPs", cell: (k) => (k.allow_ips ? k.allow_ips.join(", ") : "any") },
     { title: "Expires", cell: (k) => (k.expires_at ? dateTime(k.expires_at) : "never") },
-    { title: "Limits", cell: (k) => `${k.rpm ? `${k.rpm} rpm` : "—"} · ${k.tpm ? `${k.tpm} tpm` : "—"}` },
+    limits ? { title: "Limits", cell: (k) => `${k.rpm ? `${k.rpm} rpm` : "—"} · ${k.tpm ? `${k.tpm} tpm` : "—"}` } : null,
     {
       title: "Actions",
       cell: (k) => h("div", { class: "row-actions" },
-        button("Edit", () => editKey(k, () => { toast("Saved."); reload(); })),
+        button("Edit", () => editKey(k, limits, () => { toast("Saved."); reload(); })),
         button(k.enabled ? "Disable" : "Enable", async () => {
           await api("PATCH", `/api/keys/${k.id}`, { enabled: !k.enabled });
           toast(k.enabled ? "Key disabled." : "Key enabled.");
@@ -132,8 +135,8 @@ export async function keys(root) {
   ];
   mount(root,
     h("div", { class: "title-row" }, h("h1", {}, "API keys"),
-      button("New key", () => editKey(null, (key) => { showNewKey(key); reload(); }), { class: "primary", "data-test": "new-key-button" })),
-    table(cols, body.data, { empty: "No keys yet: make one to call the API." }));
+      button("New key", () => editKey(null, limits, (key) => { showNewKey(key); reload(); }), { class: "primary", "data-test": "new-key-button" })),
+    table(cols.filter(Boolean), body.data, { empty: "No keys yet: make one to call the API." }));
 }
 
 // --- log -------------------------------------------------------------------------------------
