@@ -207,3 +207,48 @@ async def test_translated_stream_reasoning_is_billed(
         assert log.completion_tokens == final.usage.output_tokens
     finally:
         await rclient.close()
+
+
+@pytest.mark.parametrize("model", ["cut-native", "cut-chat"])
+async def test_a_cut_stream_is_not_stored(
+    gateway_server: StartGateway, make_config: MakeConfig, simulator: SimulatorHandle, model: str
+) -> None:
+    sink = LogSink()
+    config = make_config(
+        extra_models=[
+            {"id": m, "price": {"input_per_mtok": 1, "output_per_mtok": 1}}
+            for m in ("cut-native", "cut-chat")
+        ],
+        extra_upstreams=[
+            {
+                "name": "cut-r",
+                "protocol": "chat",
+                "base_url": simulator.base_url,
+                "api_key": "sk-sim",
+                "models": {"cut-native": "gpt-sim-cut3"},
+                "features": ["responses"],
+            },
+            {
+                "name": "cut-c",
+                "protocol": "chat",
+                "base_url": simulator.base_url,
+                "api_key": "sk-sim",
+                "models": {"cut-chat": "gpt-sim-cut3"},
+            },
+        ],
+    )
+    handle = await gateway_server(config, extra_plugins=[sink])
+    rclient = await sdk_client(handle)
+    try:
+        events = [
+            e
+            async for e in await rclient.responses.create(model=model, input="sim:tokens=30 go", stream=True)
+        ]
+        assert events[0].type == "response.created" and events[-1].type == "error"
+        assert all(e.type != "response.completed" for e in events)
+        with pytest.raises(openai.NotFoundError):
+            await rclient.responses.retrieve(events[0].response.id)
+        (log,) = await sink.last(1)
+        assert log.outcome == "upstream_cut" and log.completion_tokens > 0  # what was generated is billed
+    finally:
+        await rclient.close()
