@@ -47,11 +47,11 @@ def _upstream(name: str, base_url: str, key: str, priority: int = 0, weight: int
 
 
 async def _start(gateway_server: Any, make_config: Any, upstreams: list[dict[str, Any]],
-                 **overrides: Any) -> tuple[Any, openai.AsyncOpenAI, LogSink]:
+                 user_name: str = "router", **overrides: Any) -> tuple[Any, openai.AsyncOpenAI, LogSink]:
     sink = LogSink()
     config = make_config(extra_models=[HA_MODEL], extra_upstreams=upstreams, **overrides)
     handle = await gateway_server(config, extra_plugins=[sink])
-    user = await handle.create_user("router", quota_usd=100)
+    user = await handle.create_user(user_name, quota_usd=100)
     key = (await handle.create_key(user["id"], name="routing"))["key"]
     client = openai.AsyncOpenAI(base_url=handle.base_url + "/v1", api_key=key, max_retries=0)
     return handle, client, sink
@@ -234,7 +234,24 @@ async def test_upstream_refusing_our_key_fails_over_and_is_never_relayed(
     assert (sink.logs[-1].upstream, sink.logs[-1].attempts) == ("ha-good", 2)
 
     bad_only = [_upstream("ha-badkey", base, "sk-sim-fail401")]
-    _, bad_client, _ = await _start(gateway_server, make_config, bad_only)
+    # A second gateway on the same database: its caller needs a name of its own.
+    _, bad_client, _ = await _start(gateway_server, make_config, bad_only, user_name="router-2")
     with pytest.raises(openai.APIStatusError) as caught:
         await bad_client.chat.completions.create(model="ha-chat", messages=_ask())
     assert caught.value.status_code == 502 and "sk-sim" not in str(caught.value.body)
+
+
+async def test_a_stream_cut_before_its_first_chunk_fails_over(gateway_server: Any, make_config: Any,
+                                                               simulator: Any) -> None:
+    """Until a first chunk is read nothing reached the client: a stream that closes at once is a
+    failed attempt (read by the one attempt path), not a cut stream."""
+    base = simulator.base_url
+    handle, client, sink = await _start(
+        gateway_server, make_config,
+        [{**_upstream("ha-cut", base, "sk-sim", 0), "models": {"ha-chat": "sim-chat-cut0"}},
+         _upstream("ha-good", base, "sk-sim", 1)])
+    stream = await client.chat.completions.create(model="ha-chat", messages=_ask(), stream=True)
+    text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert text.startswith("[simulated]")
+    await _flush(handle, sink, 1)
+    assert (sink.logs[-1].outcome, sink.logs[-1].upstream, sink.logs[-1].attempts) == ("success", "ha-good", 2)
