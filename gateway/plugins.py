@@ -25,6 +25,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "translators.v1beta",
     "translators.imagetask",
     "translators.responses",
+    "translators.audio",
+    "translators.videoa",
     "plugins.tasks",
     "plugins.metrics",
     "plugins.account",

@@ -1,0 +1,125 @@
+"""The ``videoa`` upstream: its adapter (credential), the submit call, the download of a result,
+and the engine's view of its tasks (``VideoaTasks``: one status GET per task, status meanings,
+the actual charge).
+
+A media upstream speaks the same task API the gateway exposes (CONTRACT 3): submissions go to
+``/videoa/v1/videos/generations``, polls to ``/videoa/v1/tasks/<upstream id>``, downloads to
+``/videoa/v1/videos/generations/<upstream id>.mp4``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+import msgspec
+import orjson
+
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.storage.base import TaskRecord
+from gateway.tasks import Snapshot, Submitted
+from gateway.tasks.family import Phase
+from gateway.tasks.upstream import TaskHttp
+from translators.videoa.wire import Result, Stored, UpstreamBody, UpstreamSubmitted, UpstreamTask
+
+PROTOCOL = "videoa"
+SUBMIT_PATH = "/videoa/v1/videos/generations"
+_PHASES: dict[str, Phase] = {"queued": "queued", "generating": "running", "completed": "succeeded",
+                             "failed": "failed"}
+_submitted = msgspec.json.Decoder(UpstreamSubmitted)
+_task = msgspec.json.Decoder(UpstreamTask)
+_stored = msgspec.json.Decoder(Stored)
+_encode = msgspec.json.Encoder()
+
+
+class VideoaAdapter:
+    protocol = PROTOCOL
+    capabilities = frozenset({"task"})
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}
+
+
+def error_message(body: bytes) -> str:
+    """The message of an upstream's error body (the OpenAI-style envelope), or ""."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return str(err["message"])
+    return ""
+
+
+async def submit(http: TaskHttp, upstream: UpstreamConfig, body: UpstreamBody, request_id: str) -> Submitted:
+    reply = await http.call(upstream, "POST", SUBMIT_PATH, _encode.encode(body), request_id=request_id)
+    if reply.status >= 400:
+        raise UpstreamHTTPError(reply.status, error_message(reply.body)
+                                or f"The upstream answered HTTP {reply.status}.")
+    try:
+        answer = _submitted.decode(reply.body)
+    except msgspec.DecodeError as exc:
+        raise UpstreamError("The video upstream answered a submission in an unknown shape.") from exc
+    return Submitted(answer.taskId, Snapshot(status="queued", phase="queued", progress="0%"))
+
+
+def actual_charge(task: TaskRecord, seconds: float | None) -> int | None:
+    """The charge for ``seconds`` of video made: the task's price (per second x the seconds asked
+    for, with the group ratio, as reserved) scaled to the seconds the upstream reports, rounded up,
+    never above the price. None (the price) when the upstream reports no seconds."""
+    if seconds is None or seconds < 0:
+        return None
+    asked = _stored.decode(task.request_json).duration if task.request_json else 0
+    if asked <= 0:
+        return None
+    made = min(Fraction(str(seconds)), Fraction(asked))
+    share = Fraction(task.price_nano) * made / asked
+    return -((-share.numerator) // share.denominator)
+
+
+def snapshot(task: TaskRecord, up: UpstreamTask) -> Snapshot:
+    phase = _PHASES.get(up.status, "running")
+    status = up.status if up.status in _PHASES else "generating"
+    if phase == "failed":
+        return Snapshot(status="failed", phase=phase, fail_reason=up.failed_reason
+                        or "the upstream reported a failure")
+    if phase != "succeeded":
+        return Snapshot(status=status, phase=phase, progress="0%" if phase == "queued" else "50%")
+    data = up.data
+    if data is None or not data.results:
+        return Snapshot(status="failed", phase="failed",
+                        fail_reason="the upstream finished the task without a result")
+    result = Result(results=data.results, processing_time=data.processing_time, seconds=data.duration)
+    return Snapshot(status="completed", phase="succeeded", progress="100%",
+                    result_json=_encode.encode(result).decode(),
+                    charge_nano=actual_charge(task, data.duration))
+
+
+class VideoaTasks:
+    """Video task A as the task engine sees it (``gateway.tasks.TaskFamily``)."""
+
+    name = PROTOCOL
+    protocol = PROTOCOL
+    failure_status = "failed"
+    poll_batch = 1  # the API has no batch query
+
+    async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
+                   tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
+        found: dict[str, Snapshot] = {}
+        for task in tasks:
+            reply = await http.call(upstream, "GET", f"/videoa/v1/tasks/{task.upstream_task_id}")
+            if reply.status == 404:
+                continue  # forgotten: the engine fails and refunds it
+            if reply.status >= 400:
+                raise UpstreamError(f"the task status answered HTTP {reply.status}")
+            try:
+                up = _task.decode(reply.body)
+            except msgspec.DecodeError as exc:
+                raise UpstreamError("the task status came in an unknown shape") from exc
+            found[task.upstream_task_id] = snapshot(task, up)
+        return found
+
+    def callback_payload(self, task: TaskRecord) -> bytes | None:
+        return None  # spec 6.5: video tasks send no callbacks
