@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
+from gateway.storage import open_storage
 from gateway.storage.base import LogFilter, NameTaken, Storage, TaskRecord, UserChanges
+from gateway.storage.migrations import load_migrations
+from gateway.storage.sql_common import SQLITE
 from gateway.storage.testing import NewPrincipal, sample_log
 
 
@@ -103,3 +108,27 @@ async def test_user_daily_costs_and_tasks(storage: Storage, new_principal: NewPr
     tasks, total = await storage.user_tasks(p.user.id, 2, 2)
     assert [t.task_id for t in tasks] == ["t0"]
     assert await storage.user_tasks(p.user.id + 1000, 1, 10) == ([], 0)
+
+
+async def test_migration_makes_old_duplicate_names_unique(tmp_path: Path) -> None:
+    """A database from before names were unique: every duplicate but the oldest gets its id."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                     "applied_at DOUBLE PRECISION NOT NULL)")
+        for migration in load_migrations():
+            if migration.version < 4:
+                for statement in migration.statements(SQLITE.pk):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 0)",
+                             (migration.version, migration.name))
+        for token in ("h1", "h2", "h3"):
+            conn.execute("INSERT INTO users (name, user_group, token_hash, created_at) "
+                         "VALUES ('dup', 'default', ?, 0)", (token,))
+    storage = open_storage(f"sqlite:///{path}")
+    await storage.open()
+    try:
+        users = await storage.list_users()
+        assert [(u.name, u.enabled) for u in users] == [("dup", True), ("dup#2", True), ("dup#3", True)]
+    finally:
+        await storage.close()
