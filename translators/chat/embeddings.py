@@ -33,6 +33,9 @@ class ChatEmbeddingRequest(EmbeddingRequest):
     """The canonical embedding request plus what only this family's wire has."""
 
     encoding_format: str = "float"
+    # Per call, set on the fast path: the id a same-format upstream was asked for (when it is not
+    # the public one, the answer gets the public id back). Never on the wire.
+    forwarded_as: str | None = None
 
 
 def decode_embeddings_request(body: bytes) -> ChatEmbeddingRequest:
@@ -112,13 +115,10 @@ def encode_embeddings_response(response: EmbeddingResponse, request: EmbeddingRe
 
 
 class ChatEmbeddingFrontend:
-    """One instance per request (the fast path remembers whether the model was aliased)."""
+    """Stateless: what one call's fast path must remember rides on its ``ChatEmbeddingRequest``."""
 
     family = "chat"
     upstream_path = "/v1/embeddings"
-
-    def __init__(self) -> None:
-        self._aliased = False
 
     def decode_embedding_request(self, body: bytes, path_model: str | None) -> ChatEmbeddingRequest:
         return decode_embeddings_request(body)
@@ -128,8 +128,9 @@ class ChatEmbeddingFrontend:
 
     def fast_embedding_request(self, body: bytes, request: EmbeddingRequest,
                                upstream_model: str) -> UpstreamCall:
-        self._aliased = upstream_model != request.model
-        if self._aliased:
+        if isinstance(request, ChatEmbeddingRequest):
+            request.forwarded_as = upstream_model
+        if upstream_model != request.model:
             try:
                 obj = orjson.loads(body)
             except orjson.JSONDecodeError as exc:  # decoded once, but unknown fields were only skipped
@@ -141,6 +142,10 @@ class ChatEmbeddingFrontend:
     def fast_embedding_response(self, body: bytes, request: EmbeddingRequest,
                                 public_model: str) -> tuple[bytes, Usage | None]:
         usage = read_usage(body)
-        if self._aliased:
+        forwarded = request.forwarded_as if isinstance(request, ChatEmbeddingRequest) else None
+        if forwarded is not None and forwarded != request.model:
             body = replace_model(body, public_model, count=1)
         return body, usage
+
+
+EMBEDDINGS = ChatEmbeddingFrontend()

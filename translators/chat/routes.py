@@ -12,7 +12,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.http import endpoint
 from translators.chat.completions import COMPLETIONS
-from translators.chat.embeddings import ChatEmbeddingFrontend
+from translators.chat.embeddings import EMBEDDINGS
 from translators.chat.frontend import CHAT
 
 
@@ -34,7 +34,7 @@ async def completions(request: Request) -> Response:
 async def embeddings(request: Request) -> Response:
     from gateway.relay import serve_embeddings
 
-    return await serve_embeddings(request, ChatEmbeddingFrontend())
+    return await serve_embeddings(request, EMBEDDINGS)
 
 
 def routes() -> list[BaseRoute]:

@@ -1,8 +1,9 @@
 """The client-facing embedding endpoints: ``embedContent`` and ``batchEmbedContents``.
 
-One frontend per request (``V1betaEmbeddingFrontend(batch=...)``). The canonical request holds one
-``taskType``/``title``/``outputDimensionality`` for all inputs: a batch takes its first request's
-(the google-genai SDK sends the same on every request); the fast path forwards each request's own.
+Two stateless frontends, ``EMBED_ONE`` and ``EMBED_BATCH`` (``V1betaEmbeddingFrontend(batch=...)``).
+The canonical request holds one ``taskType``/``title``/``outputDimensionality`` for all inputs: a
+batch takes its first request's (the google-genai SDK sends the same on every request); the fast
+path forwards each request's own.
 """
 
 from __future__ import annotations
@@ -117,3 +118,7 @@ def _rename_models(body: bytes, upstream: str, batch: bool) -> bytes:
         if isinstance(item, dict) and (batch or "model" in item):
             item["model"] = f"models/{upstream}"
     return msgspec.json.encode(obj)
+
+
+EMBED_ONE = V1betaEmbeddingFrontend(batch=False)
+EMBED_BATCH = V1betaEmbeddingFrontend(batch=True)

@@ -23,7 +23,7 @@ from gateway.errors import NotFound
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body
 from gateway.tokens import estimate_request_tokens
 from translators.v1beta.client import decode_generate_request, model_from_path
-from translators.v1beta.embeddings import V1betaEmbeddingFrontend
+from translators.v1beta.embeddings import EMBED_BATCH, EMBED_ONE
 from translators.v1beta.frontend import V1BETA
 from translators.v1beta.models_list import get_model, list_models
 
@@ -55,8 +55,8 @@ async def model_method(request: Request) -> Response:
         return await serve_generate(request, V1BETA, path_model=model,
                                     stream_hint=method == "streamGenerateContent")
     if method in EMBED:
-        return await serve_embeddings(request, V1betaEmbeddingFrontend(batch=method == "batchEmbedContents"),
-                                      path_model=model)
+        frontend = EMBED_BATCH if method == "batchEmbedContents" else EMBED_ONE
+        return await serve_embeddings(request, frontend, path_model=model)
     if method == "countTokens":
         return await _count_tokens(request, model)
     raise NotFound(f"Method `{method}` is not found for models/{model}.")
