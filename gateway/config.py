@@ -9,17 +9,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Collection
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 import yaml
-
-TEXT_PROTOCOLS = ("chat", "messages", "v1beta")
-Protocol = Literal["chat", "messages", "v1beta", "responses", "audio", "imagetask", "videoa", "videos",
-                   "music"]
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -60,6 +57,7 @@ class Price(_Section):
     per_second: float | None = None
     per_minute: float | None = None
     per_task: float | None = None
+    per_mchar: float | None = None  # speech synthesis: USD per million input characters
 
 
 class ModelConfig(_Section):
@@ -85,15 +83,17 @@ class UpstreamTimeouts(_Section):
 
 class UpstreamConfig(_Section):
     name: str
-    protocol: Protocol
+    # The wire protocol the upstream speaks: any ``protocol`` a registered adapter declares
+    # (checked by ``check_protocols`` once the plugins are known).
+    protocol: str
     base_url: str
     api_key: str = ""
     models: list[str] | dict[str, str] = []
     priority: int = 0
     weight: int = 1
     timeouts: UpstreamTimeouts = msgspec.field(default_factory=UpstreamTimeouts)
-    # Optional APIs the upstream speaks besides its protocol's standard paths, for the families
-    # that can use them (e.g. "responses": a chat upstream that serves /v1/responses itself).
+    # Optional APIs the upstream serves besides its protocol's standard paths. The core does not
+    # read them: a translator that can use one looks for the name it documents.
     features: list[str] = []
 
     def model_map(self) -> dict[str, str]:
@@ -238,10 +238,10 @@ def _check_semantics(config: Config, errors: list[str]) -> None:
         if model.id in model_ids:
             errors.append(f"models[{i}].id: duplicate model id {model.id!r}")
         model_ids.add(model.id)
-        for name in msgspec.structs.fields(Price):
-            value = getattr(model.price, name.name)
+        for price_field in msgspec.structs.fields(Price):
+            value = getattr(model.price, price_field.name)
             if value is not None and value < 0:
-                errors.append(f"models[{i}].price.{name.name}: must not be negative")
+                errors.append(f"models[{i}].price.{price_field.name}: must not be negative")
     names: set[str] = set()
     for i, up in enumerate(config.upstreams):
         where = f"upstreams[{i}]"
@@ -283,8 +283,23 @@ def _check_semantics(config: Config, errors: list[str]) -> None:
         errors.append("billing.rmb_per_usd: must be positive")
 
 
-def parse_config(text: str) -> Config:
-    """Decode config text; raises ConfigError listing every problem found."""
+def protocol_errors(config: Config, known: Collection[str]) -> list[str]:
+    """One line per upstream whose ``protocol`` no registered adapter speaks."""
+    listed = ", ".join(sorted(known)) or "none"
+    return [f"upstreams[{i}].protocol: unknown protocol {up.protocol!r} (known: {listed})"
+            for i, up in enumerate(config.upstreams) if up.protocol not in known]
+
+
+def check_protocols(config: Config, known: Collection[str]) -> None:
+    """ConfigError unless every upstream's protocol is one of ``known`` (the adapters' protocols)."""
+    errors = protocol_errors(config, known)
+    if errors:
+        raise ConfigError(errors)
+
+
+def parse_config(text: str, protocols: Collection[str] | None = None) -> Config:
+    """Decode config text; raises ConfigError listing every problem found. With ``protocols`` (the
+    protocols of the registered adapters) an upstream's unknown protocol is one of them."""
     errors: list[str] = []
     try:
         raw = yaml.safe_load(text) or {}
@@ -298,14 +313,16 @@ def parse_config(text: str) -> Config:
         raise ConfigError(errors)
     config = msgspec.convert(good, Config, strict=False)
     _check_semantics(config, errors)
+    if protocols is not None:
+        errors += protocol_errors(config, protocols)
     if errors:
         raise ConfigError(errors)
     return config
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, protocols: Collection[str] | None = None) -> Config:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"$: cannot read {path}: {exc.strerror}"]) from exc
-    return parse_config(text)
+    return parse_config(text, protocols)
