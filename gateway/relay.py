@@ -7,9 +7,12 @@ Frontend. For each candidate upstream, in routing order, the call goes either
   the upstream's bytes come back, with only the fields metering needs read; or
 * the translated path: client wire -> canonical -> upstream wire, and back.
 
-A failed attempt (connect error, timeout before the first byte, 429, 5xx) moves on to the next
-candidate while nothing has reached the client; an upstream 4xx is relayed in the client's
-envelope. Every call ends in exactly one ``CallContext.finish``.
+A failed attempt (connect error, timeout before the first byte, 401, 429, 5xx) moves on to the
+next candidate while nothing has reached the client; an upstream 4xx is relayed in the client's
+envelope. The attempts themselves (building each upstream call, sending it, mapping aiohttp's
+errors) are ``gateway.upstream.attempt``'s, shared with the streaming relay (``relay_stream``);
+the request's per-call state is one ``ClientCall``. Every call ends in exactly one
+``CallContext.finish``.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """Streamed generation: relay an upstream stream chunk by chunk, watch the client, meter the end.
 
-The response is a plain ASGI callable (not Starlette's StreamingResponse) because it must run two
-things at once: pumping upstream chunks to the client (``await send`` applies the server's
-backpressure, so a slow client slows the upstream read instead of filling memory), and listening
-for ``http.disconnect``. A disconnect cancels the pump and closes the upstream connection, which
-stops the generation upstream; the usage generated so far is still metered.
+The response is an ASGI callable of its own (a Response only in name, not Starlette's
+StreamingResponse) because it must run two things at once: pumping upstream chunks to the client
+(``await send`` applies the server's backpressure, so a slow client slows the upstream read
+instead of filling memory), and listening for ``http.disconnect``. A disconnect cancels the pump
+and closes the upstream connection, which stops the generation upstream; the usage generated so
+far is still metered.
 """
 
 from __future__ import annotations
