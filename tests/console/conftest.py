@@ -60,8 +60,9 @@ class Console:
         self.test_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", test_name)
         self.problems: list[str] = []
         self.contexts: list[Any] = []
-        # URL prefixes whose load failures are expected (e.g. the simulator serves no image bytes).
-        self.expected_missing: list[str] = []
+        # URL prefixes whose failed loads are expected (a refusal the test provokes, image links the
+        # simulator does not serve); any other failure is a problem.
+        self.expected_failures: list[str] = []
 
     async def open(self, width: int = 1280) -> Any:
         context = await self.browser.new_context(viewport={"width": width, "height": 900})
@@ -78,7 +79,7 @@ class Console:
         if msg.type not in ("error", "warning"):
             return
         url = (msg.location or {}).get("url", "")
-        if any(url.startswith(prefix) for prefix in self.expected_missing):
+        if any(url.startswith(prefix) for prefix in self.expected_failures):
             return
         self.problems.append(f"console {msg.type}: {msg.text} ({url})")
 
