@@ -27,6 +27,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "translators.responses",
     "translators.audio",
     "translators.videoa",
+    "translators.videos",
     "plugins.tasks",
     "plugins.metrics",
     "plugins.account",

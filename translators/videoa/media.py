@@ -13,34 +13,26 @@
   their seconds are left to the upstream, which fetches them anyway and refuses what breaks its
   limits (the refusal reaches the client, and nothing is charged). An inline file whose header
   tells no duration is treated the same way.
-* "Public" is judged without DNS (the gateway does not connect there): an IP literal must be a
-  global address, and ``localhost`` and the ``.local``/``.internal`` names are refused.
+* "Public" is judged without DNS (the gateway does not connect there): see
+  ``gateway.wire.media_url``.
 """
 
 from __future__ import annotations
 
 import base64
-import ipaddress
 from fractions import Fraction
-from urllib.parse import urlsplit
 
 from gateway.errors import InvalidRequest
 from gateway.wire.audio_duration import AudioProbe
 from gateway.wire.data_url import DataURLError, parse_data_url
+from gateway.wire.media_url import base64_size, public_url_problem
 
 MAX_INLINE_BYTES = 100 * 1024 * 1024
-MAX_URL_CHARS = 8192
 _PROBE_CHUNK = 4 * 1024 * 1024  # base64 characters decoded per step (a multiple of 4)
-_PRIVATE_SUFFIXES = (".localhost", ".local", ".internal", ".localdomain", ".home.arpa")
 
 
 def bad(field: str, why: str) -> InvalidRequest:
     return InvalidRequest(f"Invalid value for `{field}`: {why}.", param=field)
-
-
-def decoded_size(data: str) -> int:
-    """Bytes of standard padded base64 text, without decoding it."""
-    return len(data) // 4 * 3 - (len(data) - len(data.rstrip("=")))
 
 
 def probe_seconds(data: str) -> Fraction | None:
@@ -51,29 +43,6 @@ def probe_seconds(data: str) -> Fraction | None:
     return probe.seconds()
 
 
-def _check_public(url: str, field: str) -> None:
-    if len(url) > MAX_URL_CHARS:
-        raise bad(field, f"a URL of at most {MAX_URL_CHARS} characters")
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 -- raises ValueError for a malformed port
-    except ValueError as exc:
-        raise bad(field, "not a valid URL") from exc
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise bad(field, "expected a public http(s) URL or a data URL `data:<mime>;base64,<data>`")
-    if parts.username is not None or parts.password is not None:
-        raise bad(field, "a URL may not carry credentials")
-    host = parts.hostname.lower().rstrip(".")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        if host == "localhost" or host.endswith(_PRIVATE_SUFFIXES) or "." not in host:
-            raise bad(field, f"`{host}` is not a public host") from None
-        return
-    if not address.is_global or address.is_multicast:
-        raise bad(field, f"{address} is not a public address")
-
-
 def check_media(url: str, field: str, kind: str) -> Fraction | None:
     """Check one media URL of ``kind`` (image, video, audio); the seconds of an inline video or
     audio when its header tells them, else None."""
@@ -82,13 +51,14 @@ def check_media(url: str, field: str, kind: str) -> Fraction | None:
     except DataURLError as exc:
         raise bad(field, f"a malformed data URL: {exc}") from exc
     if parsed is None:
-        _check_public(url, field)
+        if (problem := public_url_problem(url)) is not None:
+            raise bad(field, problem)
         return None
     if not parsed.base64:
         raise bad(field, "a data URL must carry base64 data (`data:<mime>;base64,<data>`)")
     if not parsed.explicit_type or parsed.media_type.split("/", 1)[0] != kind:
         raise bad(field, f"expected a {kind}/* data URL, got `{parsed.media_type}`")
-    size = decoded_size(parsed.data)
+    size = base64_size(parsed.data)
     if size == 0:
         raise bad(field, "the data URL is empty")
     if size > MAX_INLINE_BYTES:

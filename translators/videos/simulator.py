@@ -1,0 +1,131 @@
+"""The simulator's video-B upstream (``POST /v1/videos``, ``GET /v1/videos/<id>``), with videos
+that advance with time, and their files at public (unguessable) links.
+
+Options, read from the upstream credential (pieces split on ``-``) and from ``sim:<option>`` words
+in the prompt: ``dur<MS>`` (how long a video takes, default 8000 ms: ``queued`` for the first
+tenth, then ``processing`` with a progress), ``taskfail`` (ends ``failed`` with a
+``failure_reason``), ``forget`` (forgotten half-way: retrieve answers 404), ``reject`` (the create
+is refused with a 400), ``made<S>`` (reports S seconds made; default the seconds asked for). The
+common fault options (``fail503``, ``hang``...) apply as well.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from gateway.hookspecs import hookimpl
+from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint
+
+_OPTION = re.compile(r"^(dur|made)(\d+)$")
+_PROMPT_OPTION = re.compile(r"\bsim:([a-z]+\d*)\b")
+_FILE_BYTES = 64 * 1024
+
+
+class VideosSide(SimVendor):
+    name = "videos"
+
+    def error_body(self, status: int, message: str) -> Any:
+        return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+
+
+SIDE = VideosSide()
+
+
+@dataclass
+class Options:
+    duration_s: float = 8.0
+    fail: bool = False
+    forget: bool = False
+    reject: bool = False
+    made_s: int | None = None
+
+    def apply(self, words: list[str]) -> None:
+        for word in (w.strip().lower() for w in words):
+            if match := _OPTION.match(word):
+                if match.group(1) == "dur":
+                    self.duration_s = int(match.group(2)) / 1000.0
+                else:
+                    self.made_s = int(match.group(2))
+            elif word in ("taskfail", "forget", "reject"):
+                setattr(self, "fail" if word == "taskfail" else word, True)
+
+
+@dataclass
+class SimVideo:
+    id: str
+    model: str
+    seconds: int
+    size: str
+    options: Options
+    file: str = field(default_factory=lambda: secrets.token_hex(12))  # a CDN object name
+    created: float = field(default_factory=time.time)
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def view(self, base_url: str) -> dict[str, Any]:
+        o, t = self.options, self.elapsed()
+        out: dict[str, Any] = {"id": self.id, "object": "video.task", "model": self.model,
+                               "created_at": int(self.created), "size": self.size,
+                               "seconds": str(self.seconds), "progress": 0, "status": "queued"}
+        if o.duration_s * 0.1 <= t < o.duration_s:
+            out.update(status="processing", progress=min(int(t / o.duration_s * 100), 99))
+        elif t >= o.duration_s and o.fail:
+            out.update(status="failed", failure_reason="simulated failure: the video could not be rendered")
+        elif t >= o.duration_s:
+            made = o.made_s if o.made_s is not None else self.seconds
+            out.update(status="completed", progress=100, completed_at=int(self.created + o.duration_s),
+                       duration=made, video_url=f"{base_url}/v1/videos/files/{self.file}.mp4",
+                       thumbnail_url=f"{base_url}/v1/videos/files/{self.file}.jpg")
+        return out
+
+
+VIDEOS_KEY = web.AppKey("videos_sim_videos", dict[str, SimVideo])
+
+
+async def create(ctx: Ctx) -> web.StreamResponse:
+    body = ctx.body
+    prompt, model = body["prompt"], body["model"]
+    if not isinstance(prompt, str) or not prompt.strip() or not isinstance(model, str):
+        raise BadRequest("model and prompt are required")
+    options = Options()
+    options.apply(SIDE.extract_key(ctx.request).split("-"))
+    options.apply(_PROMPT_OPTION.findall(prompt))
+    if options.reject:
+        return ctx.error(400, "the prompt was rejected by the moderation system (simulated)")
+    video = SimVideo(id=f"video_sim_{secrets.token_hex(8)}", model=model, seconds=int(body.get("seconds", 4)),
+                     size=str(body.get("size") or "1280x720"), options=options)
+    ctx.request.app[VIDEOS_KEY][video.id] = video
+    return await ctx.respond(video.view(f"{ctx.request.scheme}://{ctx.request.host}"))
+
+
+async def retrieve(ctx: Ctx) -> web.StreamResponse:
+    video = ctx.request.app[VIDEOS_KEY].get(ctx.request.match_info["video_id"])
+    if video is None or (video.options.forget and video.elapsed() >= video.options.duration_s / 2):
+        return ctx.error(404, "video not found")
+    return await ctx.respond(video.view(f"{ctx.request.scheme}://{ctx.request.host}"))
+
+
+async def file(request: web.Request) -> web.StreamResponse:
+    """A result file at its public link (like a CDN's): deterministic filler bytes."""
+    name, ext = request.match_info["name"], request.match_info["ext"]
+    if not any(v.file == name for v in request.app[VIDEOS_KEY].values()):
+        raise web.HTTPNotFound()
+    kind = "video/mp4" if ext == "mp4" else "image/jpeg"
+    body = (name.encode() * (_FILE_BYTES // len(name) + 1))[:_FILE_BYTES]
+    return web.Response(body=body, content_type=kind)
+
+
+@hookimpl
+def gateway_simulator_routes(app: web.Application) -> None:
+    app[VIDEOS_KEY] = {}
+    add_route(app, "POST", "/v1/videos", endpoint(SIDE, create))
+    add_route(app, "GET", "/v1/videos/{video_id}", endpoint(SIDE, retrieve))
+    app.router.add_get("/v1/videos/files/{name}.{ext:mp4|jpg}", file)

@@ -1,0 +1,116 @@
+"""The ``videos`` upstream: its adapter (credential), the create call, and the engine's view of its
+tasks (``VideoTasks``: one retrieve per task, status meanings, the actual charge).
+
+A media upstream speaks the same API the gateway exposes (CONTRACT 3): ``POST /v1/videos`` and
+``GET /v1/videos/<upstream id>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+import msgspec
+import orjson
+
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.storage.base import TaskRecord
+from gateway.tasks import Snapshot, Submitted
+from gateway.tasks.family import Phase
+from gateway.tasks.upstream import TaskHttp
+from translators.videos.wire import Result, Stored, UpstreamBody, UpstreamVideo
+
+PROTOCOL = "videos"
+PATH = "/v1/videos"
+# Spec 3.3's statuses; the OpenAI API's own ``in_progress`` means ``processing``.
+_PHASES: dict[str, Phase] = {"queued": "queued", "processing": "running", "in_progress": "running",
+                             "completed": "succeeded", "failed": "failed"}
+_video = msgspec.json.Decoder(UpstreamVideo)
+_stored = msgspec.json.Decoder(Stored)
+_encode = msgspec.json.Encoder()
+
+
+class VideosAdapter:
+    protocol = PROTOCOL
+    capabilities = frozenset({"task"})
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}
+
+
+def _message(body: bytes) -> str:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    err = data.get("error") if isinstance(data, dict) else None
+    return str(err["message"]) if isinstance(err, dict) and isinstance(err.get("message"), str) else ""
+
+
+def _decode(body: bytes) -> UpstreamVideo:
+    try:
+        return _video.decode(body)
+    except msgspec.DecodeError as exc:
+        raise UpstreamError("The video upstream answered in an unknown shape.") from exc
+
+
+async def create(http: TaskHttp, upstream: UpstreamConfig, body: UpstreamBody, request_id: str) -> Submitted:
+    reply = await http.call(upstream, "POST", PATH, _encode.encode(body), request_id=request_id)
+    if reply.status >= 400:
+        message = _message(reply.body) or f"The upstream answered HTTP {reply.status}."
+        raise UpstreamHTTPError(reply.status, message)
+    video = _decode(reply.body)
+    return Submitted(video.id, Snapshot(status="queued", phase="queued", progress="0"))
+
+
+def actual_charge(task: TaskRecord, made: float | None) -> int | None:
+    """The price (per second x seconds asked, with the group ratio) scaled to the seconds the
+    upstream reports making, rounded up, never above the price; None (the price) without them."""
+    asked = _stored.decode(task.request_json).seconds if task.request_json else 0
+    if made is None or made < 0 or asked <= 0:
+        return None
+    share = Fraction(task.price_nano) * min(Fraction(str(made)), Fraction(asked)) / asked
+    return -((-share.numerator) // share.denominator)
+
+
+def snapshot(task: TaskRecord, video: UpstreamVideo) -> Snapshot:
+    phase = _PHASES.get(video.status, "running")
+    status = {"running": "processing", "succeeded": "completed"}.get(phase, phase)
+    progress = str(max(0, min(video.progress or 0, 100)))
+    if phase == "failed":
+        return Snapshot(status="failed", phase=phase, progress=progress,
+                        fail_reason=video.failure_reason or "the upstream reported a failure")
+    if phase != "succeeded":
+        return Snapshot(status=status, phase=phase, progress=progress)
+    if not video.video_url:
+        return Snapshot(status="failed", phase="failed", fail_reason="the upstream finished without a video")
+    duration = round(video.duration) if video.duration is not None else None
+    result = Result(video_url=video.video_url, thumbnail_url=video.thumbnail_url, duration=duration)
+    return Snapshot(status="completed", phase="succeeded", progress="100",
+                    result_json=_encode.encode(result).decode(),
+                    charge_nano=actual_charge(task, video.duration))
+
+
+class VideoTasks:
+    """Video task B as the task engine sees it (``gateway.tasks.TaskFamily``)."""
+
+    name = PROTOCOL
+    protocol = PROTOCOL
+    failure_status = "failed"
+    poll_batch = 1  # the API has no batch query
+
+    async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
+                   tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
+        found: dict[str, Snapshot] = {}
+        for task in tasks:
+            reply = await http.call(upstream, "GET", f"{PATH}/{task.upstream_task_id}")
+            if reply.status == 404:
+                continue  # forgotten: the engine fails and refunds it
+            if reply.status >= 400:
+                raise UpstreamError(f"the video retrieve answered HTTP {reply.status}")
+            found[task.upstream_task_id] = snapshot(task, _decode(reply.body))
+        return found
+
+    def callback_payload(self, task: TaskRecord) -> bytes | None:
+        return None  # spec 6.5: video tasks send no callbacks
