@@ -112,6 +112,16 @@ class Document(msgspec.Struct, frozen=True):
     created_at: float = 0.0  # Unix seconds; 0 on put means now
 
 
+class TaskCallback(msgspec.Struct, frozen=True):
+    """A queued callback of a task's status change (the task engine's outbox, migration 0005)."""
+
+    id: int
+    task_id: str
+    url: str
+    body: str  # JSON
+    attempts: int = 0
+
+
 class AuditProblem(msgspec.Struct):
     subject: str  # "user 3" / "key 7"
     problem: str
@@ -333,8 +343,25 @@ class Storage(ABC):
         raise NotImplementedError
 
     async def transition_task(self, task_id: str, expected_version: int, changes: Mapping[str, Any],
-                              settlement: Settlement | None = None) -> TaskRecord | None:
-        """``update_task_cas`` plus, in the same transaction, the close of the task's hold."""
+                              settlement: Settlement | None = None,
+                              callback: tuple[str, str] | None = None) -> TaskRecord | None:
+        """``update_task_cas`` plus, in the same transaction, the close of the task's hold and the
+        queueing of a callback (url, JSON body)."""
+        raise NotImplementedError
+
+    async def claim_task_callbacks(self, now: float, limit: int, owner: str,
+                                   lease_s: float) -> list[TaskCallback]:
+        """Due callbacks, each the oldest still queued of its task, leased to ``owner``."""
+        raise NotImplementedError
+
+    async def finish_task_callback(self, callback_id: int) -> None:
+        """Delivered or given up: remove it from the queue."""
+        raise NotImplementedError
+
+    async def retry_task_callback(self, callback_id: int, attempts: int, next_at: float) -> None:
+        raise NotImplementedError
+
+    async def release_callback_leases(self, owner: str) -> int:
         raise NotImplementedError
 
     async def tasks_by_ids(self, task_ids: Sequence[str]) -> list[TaskRecord]:

@@ -10,6 +10,9 @@
   whose version matched moves money, and the hold's row is deleted by exactly one transaction
   (``sql_money.delete_reservations``), so a charge or refund happens once, whatever the number of
   pollers. Lock order: the task row, then the reservation, user and key rows (``sql_money``).
+* The callback outbox (``task_callbacks``, migration 0005): a transition queues its callback in
+  the same transaction, so it is queued once; senders claim due callbacks under a lease as the
+  poller claims tasks, the oldest of each task first.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gateway.storage import sql_money as m
-from gateway.storage.base import Settlement, TaskRecord
+from gateway.storage.base import Settlement, TaskCallback, TaskRecord
 
 if TYPE_CHECKING:
     from gateway.storage.sql_common import Dialect
@@ -29,6 +32,13 @@ _FIELDS: tuple[str, ...] = TaskRecord.__struct_fields__
 _COLUMNS = ", ".join(_FIELDS)
 _EDITABLE = frozenset(_FIELDS) - {"task_id", "version"}
 _DUE = "next_poll_at IS NOT NULL AND next_poll_at <= ? AND (lease_until IS NULL OR lease_until < ?)"
+_QUEUE_CALLBACK = ("INSERT INTO task_callbacks (task_id, url, body, attempts, next_at, created_at) "
+                   "VALUES (?, ?, ?, 0, ?, ?)")
+# Due, free, and the oldest still queued of its task (so one task's callbacks leave in order).
+_CALLBACK_DUE = ("next_at <= ? AND (lease_until IS NULL OR lease_until < ?) AND NOT EXISTS ("
+                 "SELECT 1 FROM task_callbacks p WHERE p.task_id = task_callbacks.task_id "
+                 "AND p.id < task_callbacks.id)")
+_CALLBACK_COLUMNS = "id, task_id, url, body, attempts"
 
 
 def task_from_row(row: m.Row) -> TaskRecord:
@@ -68,11 +78,13 @@ class SqlTaskStore:
             "UPDATE tasks SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?", (owner,)))
 
     async def transition_task(self, task_id: str, expected_version: int, changes: Mapping[str, Any],
-                              settlement: Settlement | None = None) -> TaskRecord | None:
+                              settlement: Settlement | None = None,
+                              callback: tuple[str, str] | None = None) -> TaskRecord | None:
         """Apply ``changes`` only if the stored version is ``expected_version`` (bumping it, and
         freeing the lease) and, in the same transaction, close the hold of ``settlement`` (its
-        ``charge_nano`` charged, the rest released; a hold already closed is left alone). None,
-        and nothing changed, when another writer got there first."""
+        ``charge_nano`` charged, the rest released; a hold already closed is left alone) and queue
+        ``callback`` (url, JSON body). None, and nothing changed, when another writer got there
+        first."""
         unknown = set(changes) - _EDITABLE
         if unknown:
             raise ValueError(f"not editable task fields: {sorted(unknown)}")
@@ -91,9 +103,39 @@ class SqlTaskStore:
                 closed = [(row, min(max(settlement.charge_nano, 0), row["amount_nano"]), settlement.log)
                           for row in await m.delete_reservations(tx, [settlement.reservation.request_id])]
                 await m.book_closures(tx, closed, count_requests=True, release_kind="release")
+            if callback is not None:
+                now = time.time()
+                await tx.execute(_QUEUE_CALLBACK, (task_id, callback[0], callback[1], now, now))
             return task_from_row(rows[0])
 
         return await self._write(fn)
+
+    async def claim_task_callbacks(self, now: float, limit: int, owner: str,
+                                   lease_s: float) -> list[TaskCallback]:
+        """Due callbacks (each the oldest still queued of its task) leased to ``owner``."""
+        if not await self._fetch(f"SELECT id FROM task_callbacks WHERE {_CALLBACK_DUE} LIMIT 1", (now, now)):
+            return []
+        skip = " FOR UPDATE SKIP LOCKED" if self.dialect.name == "postgresql" else ""
+        sql = (f"UPDATE task_callbacks SET lease_owner = ?, lease_until = ? WHERE id IN ("
+               f"SELECT id FROM task_callbacks WHERE {_CALLBACK_DUE} ORDER BY id LIMIT ?{skip}) "
+               f"AND (lease_until IS NULL OR lease_until < ?) RETURNING {_CALLBACK_COLUMNS}")
+        rows = await self._write(lambda tx: tx.fetchall(sql, (owner, now + lease_s, now, now, limit, now)))
+        found = [TaskCallback(id=r["id"], task_id=r["task_id"], url=r["url"], body=r["body"],
+                              attempts=r["attempts"]) for r in rows]
+        return sorted(found, key=lambda c: c.id)
+
+    async def finish_task_callback(self, callback_id: int) -> None:
+        await self._write(lambda tx: tx.execute("DELETE FROM task_callbacks WHERE id = ?", (callback_id,)))
+
+    async def retry_task_callback(self, callback_id: int, attempts: int, next_at: float) -> None:
+        await self._write(lambda tx: tx.execute(
+            "UPDATE task_callbacks SET attempts = ?, next_at = ?, lease_owner = NULL, lease_until = NULL "
+            "WHERE id = ?", (attempts, next_at, callback_id)))
+
+    async def release_callback_leases(self, owner: str) -> int:
+        return await self._write(lambda tx: tx.execute(
+            "UPDATE task_callbacks SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = ?",
+            (owner,)))
 
     async def tasks_by_ids(self, task_ids: Sequence[str]) -> list[TaskRecord]:
         """The stored tasks among ``task_ids`` (unknown ids left out), in no particular order."""

@@ -1,18 +1,19 @@
-"""The callback sender: POSTs a task's status change to the URL its client gave (``notifyHook``,
-``notify_hook``), from the gateway itself, without ever holding up the poller.
+"""Callbacks: a POST of a task's status change to the URL its client gave (``notifyHook``,
+``notify_hook``), sent by the gateway itself, retried with backoff, never holding up the poller.
 
-* ``send`` only queues: delivery runs in its own asyncio task, at most ``concurrency`` at once.
-* Each attempt has a short timeout; a connection error, a timeout, 408, 429 or 5xx is retried with
-  exponential backoff (``attempts`` in all); a 3xx (redirects are not followed) or another 4xx is
-  the receiver's final word.
-* Callbacks of one task leave in the order of its changes (each waits for the previous one).
-* The destination is checked by the SSRF guard on every attempt, on the addresses the connection
-  uses (``ssrf.GuardedResolver``; IP-literal hosts are checked here, since aiohttp does not resolve
+* Queued durably: a status change and its callback are written in one transaction
+  (``Storage.transition_task``, the ``task_callbacks`` outbox), so a callback is queued exactly
+  once, by whichever replica's compare-and-swap won, and survives a restart.
+* ``CallbackOutbox`` sends them beside the poller: it claims due callbacks under a lease (a replica
+  that dies mid-send leaves a lease that expires; another sends it again, so delivery is at least
+  once), at most ``concurrency`` at a time, the oldest of each task first (one task's callbacks
+  leave in order). It is woken at once when this process queues one.
+* ``CallbackSender.attempt`` is one delivery: a short timeout; a connection error, a timeout, 408,
+  425, 429 or 5xx is retried (``attempts`` in all, exponential backoff); a 3xx (redirects are not
+  followed) or another 4xx is the receiver's final word.
+* The SSRF guard runs on every attempt, on the addresses the connection uses
+  (``ssrf.GuardedResolver``; IP-literal hosts are checked here, since aiohttp does not resolve
   them).
-
-Delivery is at most once per status change and lives in memory: a callback still being retried
-when the process stops is given up (logged). The status change itself is durable, and the client
-can always fetch the task.
 """
 
 from __future__ import annotations
@@ -21,32 +22,41 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import time
+from typing import TYPE_CHECKING
 
 import aiohttp
+import msgspec
 
+from gateway.storage.base import TaskCallback
 from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination
 
-__all__ = ["CallbackSender"]
+if TYPE_CHECKING:
+    from gateway.storage.base import Storage
+
+__all__ = ["CallbackOutbox", "CallbackSender", "Delivery"]
 
 log = logging.getLogger(__name__)
 _RETRY_STATUS = frozenset({408, 425, 429})
 _USER_AGENT = "model-gateway-callback/0.1"
 
 
+class Delivery(msgspec.Struct, frozen=True):
+    delivered: bool
+    final: bool = True  # not delivered, and not worth another try
+    reason: str = ""
+
+
+DELIVERED = Delivery(True)
+
+
 class CallbackSender:
-    def __init__(self, guard: CallbackGuard, *, timeout_s: float = 5.0, attempts: int = 5,
-                 backoff_first_s: float = 0.5, backoff_max_s: float = 30.0, concurrency: int = 32) -> None:
+    """The HTTP side: one client whose resolver refuses non-public addresses."""
+
+    def __init__(self, guard: CallbackGuard, *, timeout_s: float = 5.0) -> None:
         self.guard = guard
         self.timeout_s = timeout_s
-        self.attempts = max(attempts, 1)
-        self.backoff_first_s = backoff_first_s
-        self.backoff_max_s = backoff_max_s
-        self._slots = asyncio.Semaphore(concurrency)
         self._session: aiohttp.ClientSession | None = None
-        self._jobs: set[asyncio.Task[None]] = set()
-        self._last: dict[str, asyncio.Task[None]] = {}  # task id -> its latest callback job
-        self.delivered = 0
-        self.given_up = 0
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.guard), use_dns_cache=False,
@@ -54,70 +64,20 @@ class CallbackSender:
         self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",),
                                               timeout=aiohttp.ClientTimeout(total=self.timeout_s))
 
-    async def stop(self, grace_s: float = 2.0) -> None:
-        """Let callbacks in flight finish for up to ``grace_s``, then give the rest up."""
-        if self._jobs:
-            _, pending = await asyncio.wait(set(self._jobs), timeout=grace_s)
-            for job in pending:
-                job.cancel()
-            for job in pending:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await job
-            if pending:
-                log.warning("%d task callbacks given up at shutdown", len(pending))
+    async def stop(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
 
-    def send(self, task_id: str, url: str, body: bytes) -> None:
-        """Queue one callback; returns at once."""
-        previous = self._last.get(task_id)
-        job = asyncio.create_task(self._deliver(task_id, url, body, previous), name=f"callback-{task_id}")
-        self._jobs.add(job)
-        self._last[task_id] = job
-        job.add_done_callback(lambda done: self._done(task_id, done))
-
-    def _done(self, task_id: str, job: asyncio.Task[None]) -> None:
-        self._jobs.discard(job)
-        if self._last.get(task_id) is job:
-            del self._last[task_id]
-
-    async def idle(self) -> None:
-        """Wait until no callback is queued or being retried (tests, shutdown)."""
-        while self._jobs:
-            await asyncio.wait(set(self._jobs))
-
-    async def _deliver(self, task_id: str, url: str, body: bytes,
-                       previous: asyncio.Task[None] | None) -> None:
-        if previous is not None:
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(previous)
-        delay = self.backoff_first_s
-        for attempt in range(1, self.attempts + 1):
-            async with self._slots:
-                outcome = await self._attempt(url, body)
-            if outcome is None:
-                self.delivered += 1
-                return
-            final, reason = outcome
-            if final or attempt == self.attempts:
-                self.given_up += 1
-                log.warning("callback of task %s to %s given up after %d attempt(s): %s",
-                            task_id, _origin(url), attempt, reason)
-                return
-            log.info("callback of task %s failed (%s); retrying in %.1fs", task_id, reason, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, self.backoff_max_s)
-
-    async def _attempt(self, url: str, body: bytes) -> tuple[bool, str] | None:
-        """None when delivered, else (final, reason)."""
+    async def attempt(self, url: str, body: bytes) -> Delivery:
+        """One delivery attempt of ``body`` to ``url``."""
         assert self._session is not None, "the callback sender is not started"
         try:
             host, _ = self.guard.split(url)
             if _is_ip(host) and not self.guard.host_allowed(host):
                 self.guard.check_address(host, host)
         except UnsafeDestination as exc:
-            return True, str(exc)
+            return Delivery(False, True, str(exc))
         try:
             async with self._session.post(url, data=body, allow_redirects=False,
                                           headers={"Content-Type": "application/json",
@@ -125,17 +85,94 @@ class CallbackSender:
                 await resp.read()
                 status = resp.status
         except UnsafeDestination as exc:
-            return True, str(exc)
+            return Delivery(False, True, str(exc))
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             cause = exc.__cause__ or exc.__context__
             if isinstance(cause, UnsafeDestination):
-                return True, str(cause)
-            return False, f"{type(exc).__name__}: {exc}"
+                return Delivery(False, True, str(cause))
+            return Delivery(False, False, f"{type(exc).__name__}: {exc}")
         if 200 <= status < 300:
-            return None
+            return DELIVERED
         if status >= 500 or status in _RETRY_STATUS:
-            return False, f"HTTP {status}"
-        return True, f"HTTP {status}" + (" (redirects are not followed)" if 300 <= status < 400 else "")
+            return Delivery(False, False, f"HTTP {status}")
+        redirect = " (redirects are not followed)" if 300 <= status < 400 else ""
+        return Delivery(False, True, f"HTTP {status}{redirect}")
+
+
+class CallbackOutbox:
+    """Sends the queued callbacks of the ``task_callbacks`` outbox (see the module docstring)."""
+
+    def __init__(self, storage: Storage, sender: CallbackSender, owner: str, *, attempts: int = 5,
+                 backoff_first_s: float = 0.5, backoff_max_s: float = 60.0, concurrency: int = 32,
+                 lease_s: float = 30.0, tick_s: float = 1.0) -> None:
+        self.storage = storage
+        self.sender = sender
+        self.owner = owner
+        self.attempts = max(attempts, 1)
+        self.backoff_first_s = backoff_first_s
+        self.backoff_max_s = backoff_max_s
+        self.concurrency = concurrency
+        self.lease_s = lease_s
+        self.tick_s = tick_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.delivered = 0
+        self.given_up = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="task-callbacks")
+
+    async def stop(self) -> None:
+        """Stop sending; what is still queued stays queued (sent after a restart or by a peer)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.storage.release_callback_leases(self.owner)
+
+    def wake(self) -> None:
+        """Something was queued: look now rather than at the next tick."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                claimed = await self.run_once()
+            except Exception:
+                log.exception("callback outbox cycle failed; retrying")
+                claimed = 0
+            if claimed:
+                continue  # more may be due (the next of a task whose earlier one just left)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.tick_s)
+            self._wake.clear()
+
+    async def run_once(self) -> int:
+        """Send what is due now; returns how many callbacks were tried."""
+        due = await self.storage.claim_task_callbacks(time.time(), self.concurrency, self.owner, self.lease_s)
+        if due:
+            await asyncio.gather(*(self._send(callback) for callback in due))
+        return len(due)
+
+    async def _send(self, callback: TaskCallback) -> None:
+        outcome = await self.sender.attempt(callback.url, callback.body.encode())
+        tries = callback.attempts + 1
+        if outcome.delivered:
+            self.delivered += 1
+            await self.storage.finish_task_callback(callback.id)
+            return
+        if outcome.final or tries >= self.attempts:
+            self.given_up += 1
+            log.warning("callback of task %s to %s given up after %d attempt(s): %s",
+                        callback.task_id, _origin(callback.url), tries, outcome.reason)
+            await self.storage.finish_task_callback(callback.id)
+            return
+        delay = min(self.backoff_first_s * 2 ** (tries - 1), self.backoff_max_s)
+        log.info("callback of task %s failed (%s); retrying in %.1fs", callback.task_id, outcome.reason,
+                 delay)
+        await self.storage.retry_task_callback(callback.id, tries, time.time() + delay)
 
 
 def _is_ip(host: str) -> bool:

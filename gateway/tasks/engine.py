@@ -19,8 +19,9 @@ task's ``version`` that, when it closes the task, closes its money hold in the s
    is charged its price (or the family's actual charge, never above the hold); a failed one, one
    the upstream no longer knows, one past ``tasks.timeout_s`` and one that never reached its
    upstream (the accepting process died mid-submit) are failed and their holds released.
-3. A status change of a task with a callback URL queues one callback (sent by whoever won the CAS,
-   so once).
+3. A status change of a task with a callback URL queues its callback in the same transaction
+   (the ``task_callbacks`` outbox: queued once, by whoever won the CAS; sent by ``CallbackOutbox``
+   beside the poller, with retries, surviving restarts).
 4. ``fetch`` answers from storage, but first refreshes a task whose last poll is older than the
    poll interval (bounded by ``refresh_timeout_s``), so a finished task is never shown stale.
 
@@ -43,7 +44,7 @@ import msgspec
 from gateway.errors import GatewayError, InvalidRequest, NotFound, UpstreamError
 from gateway.records import Principal, RequestLog
 from gateway.storage.base import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
-from gateway.tasks.callbacks import CallbackSender
+from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
 from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, Submitted, TaskFamily
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination
 from gateway.tasks.upstream import TaskHttp
@@ -103,7 +104,8 @@ class TaskEngine:
         self.refresh_timeout_s = refresh_timeout_s
         self.http = TaskHttp(gateway.upstreams)
         self.guard = CallbackGuard(self.settings.callback_allowlist)
-        self.callbacks = CallbackSender(self.guard)
+        self.sender = CallbackSender(self.guard)
+        self.outbox = CallbackOutbox(gateway.storage, self.sender, gateway.instance_id)
         self._poller: Poller | None = None
         self._rng = random.Random()
 
@@ -111,7 +113,8 @@ class TaskEngine:
     async def start(self) -> None:
         from gateway.tasks.poller import Poller
 
-        await self.callbacks.start()
+        await self.sender.start()
+        self.outbox.start()
         self._poller = Poller(self)
         self._poller.start()
 
@@ -119,7 +122,8 @@ class TaskEngine:
         if self._poller is not None:
             await self._poller.stop()
             self._poller = None
-        await self.callbacks.stop()
+        await self.outbox.stop()
+        await self.sender.stop()
         await self.gateway.storage.release_task_leases(self.gateway.instance_id)
 
     @property
@@ -159,16 +163,19 @@ class TaskEngine:
         except UnsafeDestination as exc:
             raise InvalidRequest(f"Invalid value for `{param}`: {exc}.", param=param) from exc
 
-    def _notify(self, family: TaskFamily, task: TaskRecord) -> None:
-        if not task.notify_hook:
-            return
+    def _callback(self, family: TaskFamily, task: TaskRecord,
+                  changes: Mapping[str, Any]) -> tuple[str, str] | None:
+        """The callback (url, body) of a status change, rendered from the task as it will be
+        stored, to be queued in the same transaction as the change."""
+        if not task.notify_hook or changes.get("status", task.status) == task.status:
+            return None
+        after = msgspec.structs.replace(task, **changes)
         try:
-            body = family.callback_payload(task)
+            body = family.callback_payload(after)
         except Exception:
             log.exception("callback payload of task %s failed", task.task_id)
-            return
-        if body is not None:
-            self.callbacks.send(task.task_id, task.notify_hook, body)
+            return None
+        return None if body is None else (task.notify_hook, body.decode())
 
     # --- submit ----------------------------------------------------------------------------------
     async def submit(self, principal: Principal, request_id: str, new: NewTask,
@@ -357,11 +364,13 @@ class TaskEngine:
             return await self.fail(family, task, "the task timed out")
         else:
             changes["next_poll_at"] = now + self._interval(first=first_poll)
-        new = await self.gateway.storage.transition_task(task.task_id, task.version, changes, settlement)
+        callback = self._callback(family, task, changes)
+        new = await self.gateway.storage.transition_task(task.task_id, task.version, changes, settlement,
+                                                         callback)
         if new is None:
             return None
-        if new.status != task.status:
-            self._notify(family, new)
+        if callback is not None:
+            self.outbox.wake()
         if settlement is not None and settlement.log is not None:
             self.gateway.plugins.hook.gateway_request_finished(gateway=self.gateway, log=settlement.log)
         return new

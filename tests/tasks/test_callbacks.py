@@ -17,7 +17,8 @@ import pytest_asyncio
 from aiohttp import web
 
 from gateway.config import Config
-from gateway.tasks.callbacks import CallbackSender
+from gateway.tasks import engine_of
+from gateway.tasks.callbacks import CallbackSender, Delivery
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination
 from tests.conftest import StartGateway
 from tests.tasks.helpers import balance_nano, submit, until, wait_stored, wait_task, with_user
@@ -140,43 +141,71 @@ async def test_host_allowlist_admits_whatever_it_resolves_to() -> None:
 async def test_send_time_check_uses_the_resolved_address(receiver: Receiver) -> None:
     """A URL that passed the accept-time check may resolve elsewhere later (DNS rebinding): the
     sender checks again on the addresses it connects to, and sends nothing to a refused one."""
-    sender = CallbackSender(CallbackGuard(), attempts=1)
+    sender = CallbackSender(CallbackGuard())
     await sender.start()
     try:
-        sender.send("t1", receiver.url("localhost"), b"{}")  # resolves to loopback
-        sender.send("t2", receiver.url("127.0.0.1"), b"{}")  # an IP literal, checked by the sender
-        await sender.idle()
+        by_name = await sender.attempt(receiver.url("localhost"), b"{}")  # resolves to loopback
+        by_ip = await sender.attempt(receiver.url("127.0.0.1"), b"{}")  # an IP literal
     finally:
         await sender.stop()
-    assert receiver.paths == [] and sender.given_up == 2 and sender.delivered == 0
-    admitted = CallbackSender(CallbackGuard(["localhost"]), attempts=1)
+    assert not by_name.delivered and by_name.final and "non-public" in by_name.reason
+    assert not by_ip.delivered and by_ip.final
+    assert receiver.paths == []
+    admitted = CallbackSender(CallbackGuard(["localhost"]))
     await admitted.start()
     try:
-        admitted.send("t3", receiver.url("localhost"), b'{"ok": 1}')
-        await admitted.idle()
+        assert (await admitted.attempt(receiver.url("localhost"), b'{"ok": 1}')).delivered
     finally:
         await admitted.stop()
-    assert receiver.received == [{"ok": 1}] and admitted.delivered == 1
+    assert receiver.received == [{"ok": 1}]
 
 
-async def test_retries_with_backoff_and_no_redirects(receiver: Receiver) -> None:
-    sender = CallbackSender(CallbackGuard(["127.0.0.1"]), attempts=4, backoff_first_s=0.01)
+async def test_delivery_outcomes(receiver: Receiver) -> None:
+    sender = CallbackSender(CallbackGuard(["127.0.0.1"]))
     await sender.start()
     try:
-        receiver.answers = [500, 503]
-        sender.send("t1", receiver.url(), b'{"n": 1}')
-        await sender.idle()
-        assert receiver.received == [{"n": 1}] and receiver.paths == ["/hook"] * 3
-        sender.send("t2", receiver.url(path="/redirect"), b'{"n": 2}')
-        await sender.idle()
-        assert receiver.paths[-1] == "/redirect" and receiver.received == [{"n": 1}]  # not followed
-        receiver.answers = [404]
-        sender.send("t3", receiver.url(), b'{"n": 3}')
-        await sender.idle()
-        assert receiver.paths.count("/hook") == 4  # a 4xx is final: not retried
-        assert sender.delivered == 1 and sender.given_up == 2
+        receiver.answers = [503, 404]
+        assert (await sender.attempt(receiver.url(), b"{}")) == Delivery(False, False, "HTTP 503")
+        assert (await sender.attempt(receiver.url(), b"{}")) == Delivery(False, True, "HTTP 404")
+        redirected = await sender.attempt(receiver.url(path="/redirect"), b"{}")
+        assert not redirected.delivered and redirected.final and "redirects" in redirected.reason
+        assert receiver.paths == ["/hook", "/hook", "/redirect"]  # the redirect was not followed
+        gone = await sender.attempt("http://127.0.0.1:9/nothing-listens", b"{}")
+        assert not gone.delivered and not gone.final
     finally:
         await sender.stop()
+
+
+async def test_callbacks_are_retried_and_survive_a_restart(gateway_server: StartGateway,
+                                                           receiver: Receiver,
+                                                           task_config: Callable[..., Config]) -> None:
+    config = task_config(tasks={"callback_allowlist": ["127.0.0.1"]})
+    first = await with_user(await gateway_server(config))
+    outbox = engine_of(first.gateway).outbox
+    outbox.backoff_first_s, outbox.backoff_max_s, outbox.attempts = 0.05, 0.1, 1000
+    receiver.answers = [500] * 1000  # down for now
+    reply = await submit(first, "imagine", {"prompt": "x sim:dur200", "notifyHook": receiver.url()})
+    task_id = reply.json()["result"]
+    await wait_stored(first, task_id, lambda t: t.status == "SUCCESS")
+    await until(lambda: _attempted(receiver, 3))
+    assert receiver.received == []
+    await first.stop()  # callbacks still queued in the database
+    receiver.answers = []  # the receiver is back
+    second = await gateway_server(config)
+    await until(lambda: _has_final(receiver))
+    statuses = [c["status"] for c in receiver.received]
+    assert statuses in (["SUBMITTED", "IN_PROGRESS", "SUCCESS"], ["SUBMITTED", "SUCCESS"]), statuses
+    assert all(c["id"] == task_id for c in receiver.received)
+    storage: Any = second.gateway.storage
+    await until(lambda: _queue_empty(storage))
+
+
+async def _attempted(receiver: Receiver, n: int) -> bool:
+    return len(receiver.paths) >= n
+
+
+async def _queue_empty(storage: Any) -> bool:
+    return not await storage._fetch("SELECT id FROM task_callbacks")
 
 
 async def test_slow_receiver_never_blocks_the_poller(gateway_server: StartGateway,

@@ -90,3 +90,29 @@ async def test_durable_holds_outlive_processes(storage: Storage, new_principal: 
     assert await storage.release_instance_reservations("gone-process") == 0
     assert [r.instance for r in await storage.open_reservations()] == [DURABLE_HOLDER]
     assert await storage.audit() == []
+
+
+async def test_callback_outbox(storage: Storage, new_principal: NewPrincipal) -> None:
+    principal = await new_principal(10**6)
+    task = _task(principal)
+    await storage.create_task(task)
+    first = await storage.transition_task(task.task_id, 0, {"status": "IN_PROGRESS"}, None,
+                                          ("http://h/1", "{}"))
+    assert first is not None
+    # A writer that lost the race queues nothing.
+    assert await storage.transition_task(task.task_id, 0, {"status": "X"}, None, ("http://h/x", "{}")) is None
+    second = await storage.transition_task(task.task_id, 1, {"status": "SUCCESS"}, None, ("http://h/2", "{}"))
+    assert second is not None
+    now = time.time()
+    claimed = await storage.claim_task_callbacks(now, 10, "a", 0.3)
+    assert [c.url for c in claimed] == ["http://h/1"]  # one task's callbacks leave in order
+    assert await storage.claim_task_callbacks(now, 10, "b", 0.3) == []  # leased, and the next waits
+    await storage.retry_task_callback(claimed[0].id, 1, time.time() + 0.2)
+    assert await storage.claim_task_callbacks(time.time(), 10, "b", 0.3) == []  # backing off
+    await asyncio.sleep(0.25)
+    again = await storage.claim_task_callbacks(time.time(), 10, "b", 0.3)
+    assert [(c.url, c.attempts) for c in again] == [("http://h/1", 1)]
+    await storage.finish_task_callback(again[0].id)
+    nxt = await storage.claim_task_callbacks(time.time(), 10, "b", 0.3)
+    assert [c.url for c in nxt] == ["http://h/2"]
+    assert await storage.release_callback_leases("b") == 1
