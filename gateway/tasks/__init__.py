@@ -9,8 +9,9 @@ the result. The engine owns everything of that flow that is not a wire format:
 * ``poller.Poller``: follows unfinished tasks at ``tasks.poll_first_s`` / ``tasks.poll_interval_s``,
   in batches, under per-replica leases, failing and refunding after ``tasks.timeout_s`` or when the
   upstream forgot a task;
-* ``callbacks.CallbackSender`` and ``ssrf.CallbackGuard``: callbacks with retries and backoff,
-  refused for non-public destinations unless ``tasks.callback_allowlist`` admits them;
+* ``callbacks.CallbackOutbox``, ``callbacks.CallbackSender`` and ``ssrf.CallbackGuard``: callbacks
+  queued with their status change, sent with retries and backoff, refused for non-public
+  destinations unless ``tasks.callback_allowlist`` admits them;
 * ``upstream.TaskHttp``: task calls to an upstream on the pooled client.
 
 How a family plugs in (see ``family.py`` for the types):
@@ -31,6 +32,19 @@ How a family plugs in (see ``family.py`` for the types):
    (raising ``UpstreamFailure`` to fail over, a ``GatewayError`` to refuse). Reads use
    ``engine.fetch`` / ``engine.fetch_many`` / ``engine.get_owned`` and render the ``TaskRecord``
    (``status``, ``progress``, ``result_json`` as the family's snapshot left them; times; billing).
+
+Notes for families beyond images:
+
+* Price: each ``Candidate`` carries its own ``price_nano`` (per task, or unit price x seconds via
+  ``gateway.money.unit_cost``); the engine holds the dearest candidate's and, on success, charges
+  the chosen one's, or ``Snapshot.charge_nano`` when the family knows the actual cost (seconds
+  actually generated), never above the hold. A failure charges nothing.
+* ``TaskRecord.billing_status`` is ``reserved`` / ``charged`` / ``refunded`` (spec 2.3's values);
+  ``charged_nano`` the actual charge; ``created_at``/``started_at``/``finished_at`` Unix seconds.
+* ``NewTask.hook_param`` names the callback field in a 400 (``notify_hook`` for music).
+* ``TaskHttp.call`` sends any method (GET for a status endpoint); ``TaskHttp.open`` streams a
+  result file (redirects followed) for a download route to relay chunk by chunk.
+* ``engine.fetch_many`` answers only the caller's tasks of the family, in the order asked.
 
 The engine is started and stopped by the ``plugins.tasks`` plugin (``gateway_startup`` /
 ``gateway_shutdown``). Money: the hold is made with ``Meter.reserve(durable=True)`` and closed by
