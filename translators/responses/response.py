@@ -112,11 +112,19 @@ class ResponseMeta:
 def wire_usage(usage: Usage) -> Json:
     return {
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cache_read_tokens},
+        # ``cache_write_tokens``: what a message-protocol upstream wrote to its prompt cache.
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
         "total_tokens": usage.input_tokens + usage.output_tokens,
     }
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def canonical_usage(wire: Any) -> Usage | None:
@@ -126,10 +134,15 @@ def canonical_usage(wire: Any) -> Usage | None:
     inp, out = wire.get("input_tokens"), wire.get("output_tokens")
     if not isinstance(inp, int) or not isinstance(out, int):
         return None
-    cached = (wire.get("input_tokens_details") or {}).get("cached_tokens") or 0
-    reasoning = (wire.get("output_tokens_details") or {}).get("reasoning_tokens") or 0
+    details, out_details = wire.get("input_tokens_details"), wire.get("output_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    out_details = out_details if isinstance(out_details, dict) else {}
     return Usage(
-        input_tokens=inp, output_tokens=out, cache_read_tokens=int(cached), reasoning_tokens=int(reasoning)
+        input_tokens=_count(inp),
+        output_tokens=_count(out),
+        cache_read_tokens=_count(details.get("cached_tokens")),
+        cache_write_tokens=_count(details.get("cache_write_tokens")),
+        reasoning_tokens=_count(out_details.get("reasoning_tokens")),
     )
 
 

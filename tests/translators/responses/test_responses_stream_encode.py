@@ -115,7 +115,7 @@ def test_event_order_sequence_numbers_and_final_response() -> None:
     assert call["call_id"] == "call_9" and call["arguments"] == '{"city":"Oslo"}'
     assert final["usage"] == {
         "input_tokens": 10,
-        "input_tokens_details": {"cached_tokens": 4},
+        "input_tokens_details": {"cached_tokens": 4, "cache_write_tokens": 0},
         "output_tokens": 7,
         "output_tokens_details": {"reasoning_tokens": 3},
         "total_tokens": 17,
