@@ -15,6 +15,7 @@ Both are pure: no I/O. The core pipeline (``gateway.relay``) does the HTTP, mete
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterable
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -47,7 +48,8 @@ class UpstreamCall(msgspec.Struct):
     """One HTTP request to an upstream, relative to its ``base_url``."""
 
     path: str  # the path under ``base_url``, with its query, e.g. "/v2/generate?stream=1"
-    body: bytes
+    # Bytes, or an async iterable of chunks for an upload relayed as it is read (never whole in memory).
+    body: bytes | AsyncIterable[bytes]
     headers: dict[str, str] = {}
 
 
