@@ -28,6 +28,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "translators.audio",
     "translators.videoa",
     "translators.videos",
+    "translators.music",
     "plugins.tasks",
     "plugins.metrics",
     "plugins.account",

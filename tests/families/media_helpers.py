@@ -45,7 +45,7 @@ def media_upstreams(base_url: str, key: str = "sk-sim-dur300") -> list[dict[str,
     ] if u["protocol"] in _READY]
 
 
-_READY = {"videoa", "videos"}
+_READY = {"videoa", "videos", "music"}
 
 
 @pytest.fixture

@@ -105,8 +105,8 @@ async def test_forgotten_task_is_refunded(mgw: GatewayHandle) -> None:
 
 async def test_rejected_submission_costs_nothing(mgw: GatewayHandle) -> None:
     before = await balance_nano(mgw)
-    reply = await mgw.request("POST", SUBMIT, json={"model": "videoa-2-0", "input": {"prompt": "x sim:reject"}},
-                              key=mgw.key)
+    body = {"model": "videoa-2-0", "input": {"prompt": "x sim:reject"}}
+    reply = await mgw.request("POST", SUBMIT, json=body, key=mgw.key)
     assert reply.status == 400 and "content filter" in error_of(reply)["message"]
     assert await balance_nano(mgw) == before
     assert await mgw.gateway.storage.audit() == []

@@ -69,8 +69,9 @@ async def test_sdk_create_and_retrieve(mgw: GatewayHandle, client: openai.AsyncO
 
 async def test_sdk_reference_file_upload(mgw: GatewayHandle, client: openai.AsyncOpenAI,
                                          simulator: Any) -> None:
+    frame = ("frame.png", b"\x89PNG\r\n\x1a\n pixels", "image/png")
     video = await client.videos.create(model="videos-standard", prompt="from this frame", seconds="4",
-                                       input_reference=("frame.png", b"\x89PNG\r\n\x1a\n pixels", "image/png"))
+                                       input_reference=frame)
     assert video.status == "queued"
     async with aiohttp.ClientSession() as s, s.get(simulator.base_url + "/_sim/requests") as resp:
         log = await resp.json()

@@ -1,0 +1,104 @@
+"""The ``music`` upstream: its adapter (credential), the submit call, and the engine's view of its
+tasks (``MusicTasks``: batch polls through ``POST /music/fetch``, status meanings, callbacks).
+
+A media upstream speaks the same task API the gateway exposes (CONTRACT 3). The client's
+``notify_hook`` is never sent upstream: the gateway itself sends callbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+import orjson
+
+from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.storage.base import TaskRecord
+from gateway.tasks import Snapshot, Submitted
+from gateway.tasks.family import Phase
+from gateway.tasks.upstream import TaskHttp
+from translators.music.render import callback_body
+from translators.music.wire import Result, UpstreamBody, UpstreamFetched, UpstreamSubmitted, UpstreamTask
+
+PROTOCOL = "music"
+_PHASES: dict[str, Phase] = {"PENDING": "queued", "TEXT_GENERATING": "running", "FIRST_SUCCESS": "running",
+                             "STREAMING": "running", "SUCCESS": "succeeded", "FAILURE": "failed"}
+_submitted = msgspec.json.Decoder(UpstreamSubmitted)
+_fetched = msgspec.json.Decoder(UpstreamFetched)
+_encode = msgspec.json.Encoder()
+
+
+class MusicAdapter:
+    protocol = PROTOCOL
+    capabilities = frozenset({"task"})
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}
+
+
+def _message(body: bytes) -> str:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    err = data.get("error")
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return str(err["message"])
+    return str(data["message"]) if isinstance(data.get("message"), str) else ""
+
+
+async def submit(http: TaskHttp, upstream: UpstreamConfig, body: UpstreamBody, request_id: str) -> Submitted:
+    reply = await http.call(upstream, "POST", "/music/submit/music", _encode.encode(body),
+                            request_id=request_id)
+    if reply.status >= 400:
+        message = _message(reply.body) or f"The upstream answered HTTP {reply.status}."
+        raise UpstreamHTTPError(reply.status, message)
+    try:
+        answer = _submitted.decode(reply.body)
+    except msgspec.DecodeError as exc:
+        raise UpstreamError("The music upstream answered a submission in an unknown shape.") from exc
+    if answer.code != "success" or not answer.data:
+        raise UpstreamHTTPError(400, answer.message or f"The upstream refused the task (code {answer.code}).")
+    return Submitted(answer.data, Snapshot(status="PENDING", phase="queued", progress="0"))
+
+
+def snapshot(up: UpstreamTask) -> Snapshot:
+    phase = _PHASES.get(up.status, "running")
+    status = up.status if up.status in _PHASES else "STREAMING"
+    progress = str(100 if phase == "succeeded" else max(0, min(up.progress or 0, 100)))
+    result = _encode.encode(Result(clips=up.clips)).decode()
+    if phase == "failed":
+        return Snapshot(status=status, phase=phase, progress=progress, result_json=result,
+                        fail_reason=up.failure_reason or "the upstream reported a failure")
+    if phase == "succeeded" and not any(c.audio_url for c in up.clips):
+        return Snapshot(status="FAILURE", phase="failed", progress=progress,
+                        fail_reason="the upstream finished without a clip")
+    return Snapshot(status=status, phase=phase, progress=progress, result_json=result)
+
+
+class MusicTasks:
+    """Music as the task engine sees it (``gateway.tasks.TaskFamily``)."""
+
+    name = PROTOCOL
+    protocol = PROTOCOL
+    failure_status = "FAILURE"
+    poll_batch = 50
+
+    async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
+                   tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
+        ids = [t.upstream_task_id for t in tasks]
+        reply = await http.call(upstream, "POST", "/music/fetch", orjson.dumps({"ids": ids}))
+        if reply.status >= 400:
+            raise UpstreamError(f"the music fetch answered HTTP {reply.status}")
+        try:
+            found = _fetched.decode(reply.body)
+        except msgspec.DecodeError as exc:
+            raise UpstreamError("the music fetch answered in an unknown shape") from exc
+        wanted = set(ids)
+        return {t.task_id: snapshot(t) for t in found.data if t.task_id in wanted}
+
+    def callback_payload(self, task: TaskRecord) -> bytes | None:
+        return callback_body(task)
