@@ -83,7 +83,7 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
     releases it)."""
     upstream = target.upstream
     headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT, REQUEST_ID_HEADER: request_id}
-    headers.update(pool.adapter(target.protocol).auth_headers(upstream.api_key))
+    headers.update(pool.protocol_adapter(target.protocol).auth_headers(upstream.api_key))
     headers.update(call.headers)
     timeouts = upstream.timeouts
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s,
