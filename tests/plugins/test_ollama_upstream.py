@@ -15,7 +15,7 @@ import ollama
 import openai
 import pytest_asyncio
 
-from tests.plugins.ollama_support import OllamaGateway
+from tests.plugins.ollama_support import OLLAMA_MODELS, OllamaGateway, ollama_upstream
 
 OPENAI_TOOL = {
     "type": "function",
@@ -175,3 +175,19 @@ async def test_ollama_client_fast_path_with_alias(ollama_gw: OllamaGateway) -> N
     assert sent["model"] == "llama-upstream-name" and sent["options"] == {"num_ctx": 4096}
     assert all(c.model == "sim-llama-alias" for c in chunks)
     assert chunks[-1].done and chunks[-1].eval_count == 4
+
+
+async def test_a_local_ollama_needs_no_key(gateway_server: Any, make_config: Any, ollama_sim: Any) -> None:
+    """``api_key: ""`` (a local Ollama has no authentication): no Authorization header goes up."""
+    upstream = {**ollama_upstream(ollama_sim.base_url, api_key=""), "models": ["sim-llama"]}
+    handle = await gateway_server(make_config(extra_models=OLLAMA_MODELS, extra_upstreams=[upstream]),
+                                  load_entrypoints=True)
+    user = await handle.create_user("local")
+    key = (await handle.create_key(user["id"]))["key"]
+    marker = uuid.uuid4().hex
+    reply = await handle.request("POST", "/v1/chat/completions", key=key, json={
+        "model": "sim-llama", "messages": [{"role": "user", "content": f"sim:echo {marker}"}]})
+    assert reply.status == 200, reply.text
+    async with aiohttp.ClientSession() as http, http.get(ollama_sim.base_url + "/_sim/requests") as resp:
+        (entry,) = [e for e in await resp.json() if marker in json.dumps(e["body_json_or_null"])]
+    assert "authorization" not in entry["headers"]

@@ -17,7 +17,15 @@ from typing import TypeVar
 
 import msgspec
 from aiohttp import web
-from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, json_response
+from gateway.simulator.toolkit import (
+    BadRequest,
+    Ctx,
+    SimVendor,
+    add_route,
+    bearer_token,
+    endpoint,
+    json_response,
+)
 from gateway.simulator.toolkit import textgen as tg
 
 from gateway_ollama import wire
@@ -30,9 +38,13 @@ _NANOS_PER_TOKEN = 10_000_000  # the durations a real server reports, scaled to 
 
 
 class OllamaSide(SimVendor):
-    """Bearer credential (any non-empty one), ``{"error": "<message>"}``."""
+    """``{"error": "<message>"}``; no credential needed, as Ollama itself has no authentication (a
+    Bearer token, when sent, still carries the simulator's fault options)."""
 
     name = "ollama"
+
+    def extract_key(self, request: web.Request) -> str:
+        return bearer_token(request) or "anonymous"
 
     def error_body(self, status: int, message: str) -> dict[str, str]:
         return {"error": message}
