@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import ollama
+import orjson
 import pytest
 import pytest_asyncio
 
@@ -150,3 +151,14 @@ async def test_key_from_the_environment(ollama_gw: OllamaGateway, monkeypatch: p
     finally:
         await sdk.close()
     assert answer.message.content == "[simulated] sim:echo env"
+
+
+@pytest.mark.parametrize("model", ["sim-chat", "sim-llama"])  # translated, and Ollama to Ollama
+async def test_stream_is_the_default(ollama_gw: OllamaGateway, model: str) -> None:
+    """As in Ollama, a body without ``stream`` is answered with NDJSON lines."""
+    reply = await ollama_gw.gw.request("POST", "/api/chat", key=ollama_gw.key, json={
+        "model": model, "messages": [{"role": "user", "content": "sim:tokens=3 x"}]})
+    assert reply.status == 200 and reply.headers["Content-Type"].startswith("application/x-ndjson")
+    lines = [orjson.loads(line) for line in reply.body.splitlines()]
+    assert [line["done"] for line in lines] == [False, False, False, True]
+    assert all(line["model"] == model for line in lines) and lines[-1]["eval_count"] == 3
