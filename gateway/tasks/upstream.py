@@ -9,6 +9,7 @@ so they do not go through the text relay's ``attempt``; they share its error map
 from __future__ import annotations
 
 import asyncio
+import io
 
 import aiohttp
 import msgspec
@@ -25,6 +26,15 @@ _USER_AGENT = "model-gateway/0.1"
 class TaskReply(msgspec.Struct, frozen=True):
     status: int
     body: bytes
+
+
+# aiohttp writes a bytes body in one piece (and warns past 1 MB: it may hold the event loop); a file
+# object is sent in chunks. Video submissions carry inline media of up to 200 MB.
+_LARGE_BODY = 1024 * 1024
+
+
+def _payload(body: bytes | None) -> bytes | io.BytesIO | None:
+    return io.BytesIO(body) if body is not None and len(body) > _LARGE_BODY else body
 
 
 class TaskHttp:
@@ -52,7 +62,7 @@ class TaskHttp:
         url = upstream.base_url.rstrip("/") + path
         with upstream_io(upstream.name, f"on {method} {path.split('?', 1)[0]}"):
             async with asyncio.timeout(limit):
-                async with self._pool.session.request(method, url, data=body, headers=headers,
+                async with self._pool.session.request(method, url, data=_payload(body), headers=headers,
                                                       timeout=timeout, allow_redirects=False) as resp:
                     data = await resp.read()
                     status = resp.status
