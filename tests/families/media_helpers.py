@@ -35,17 +35,14 @@ MEDIA_MODELS: list[dict[str, Any]] = [
 
 
 def media_upstreams(base_url: str, key: str = "sk-sim-dur300") -> list[dict[str, Any]]:
-    return [u for u in [
+    return [
         {"name": "sim-videoa", "protocol": "videoa", "base_url": base_url, "api_key": key,
          "models": VIDEOA_MODELS},
         {"name": "sim-videos", "protocol": "videos", "base_url": base_url, "api_key": key,
          "models": ["videos-standard", "videos-pro"]},
         {"name": "sim-music", "protocol": "music", "base_url": base_url, "api_key": key,
          "models": ["music_v4", "music_v3.5"]},
-    ] if u["protocol"] in _READY]
-
-
-_READY = {"videoa", "videos", "music"}
+    ]
 
 
 @pytest.fixture
