@@ -59,6 +59,13 @@ BAD: list[tuple[dict[str, Any], str]] = [
         "input[0].name",
     ),
     ({"model": "sim-chat", "input": [{"type": "telepathy"}]}, "input[0].type"),
+    (
+        {
+            "model": "sim-chat",
+            "input": [{"type": "function_call_output", "call_id": "call_x", "output": "1"}],
+        },
+        "input[0].call_id",
+    ),
     ({"model": "sim-chat", "input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0].type"),
     (
         {
@@ -82,7 +89,10 @@ BAD: list[tuple[dict[str, Any], str]] = [
 @pytest.mark.parametrize(("body", "param"), BAD, ids=[p for _, p in BAD])
 async def test_bad_field_is_named(
     rgw: GatewayHandle,
-    rclient: openai.AsyncOpenAI, simulator: SimulatorHandle, body: dict[str, Any], param: str
+    rclient: openai.AsyncOpenAI,
+    simulator: SimulatorHandle,
+    body: dict[str, Any],
+    param: str,
 ) -> None:
     marker = "bad" + secrets.token_hex(4)
     reply = await rgw.request("POST", "/v1/responses", json={**body, "user_marker": marker}, key=rgw.key)

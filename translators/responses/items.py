@@ -143,6 +143,12 @@ def _item_parts(
         return "assistant", [ToolCallPart(id=item.call_id, name=item.name, arguments=item.arguments or "{}")]
     if item.type == "function_call_output":
         assert item.call_id is not None
+        if item.call_id not in call_names:  # every protocol pairs a result with its call
+            raise InvalidRequest(
+                f"`{at}.call_id`: no function call with the call id '{item.call_id}' comes "
+                "before this output.",
+                param=f"{at}.call_id",
+            )
         output = item.output
         result: list[TextPart | ImagePart] = []
         if isinstance(output, str):
