@@ -9,9 +9,11 @@ Modules, one job each:
   (legacy ``/v1/completions``, spec 4.3); ``embeddings``: ``ChatEmbeddingFrontend`` (spec 4.5);
 * ``fastpath``: same-format relaying (bytes through, usage read on the way, usage chunk dropped
   when the client did not ask for it);
-* ``adapter``: the ``chat`` UpstreamAdapter; ``stream_decode``: upstream SSE -> canonical events;
-  ``sse``: SSE data lines from bytes of any chunking;
-* ``mapping``: usage, finish reasons, effort, data URLs; ``validation``: field-naming 400s;
+* ``adapter``: the ``chat`` UpstreamAdapter; ``stream_decode``: upstream SSE (parsed by the core's
+  ``gateway.wire.sse``) -> canonical events;
+* ``mapping``: usage, finish reasons, effort; ``validation``: request checks beyond the Structs
+  (decoding with field-naming 400s is the core's ``gateway.wire.decode``, data URLs its
+  ``gateway.wire.data_url``);
 * ``routes``: the endpoints (``models_routes``: ``GET /v1/models``); ``family``: the paths, the
   Bearer credential and the error envelope, as the core asks for them (``WireFamily``).
 """
