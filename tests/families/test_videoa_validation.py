@@ -45,6 +45,10 @@ def body(model: str = "videoa-2-5", **fields: Any) -> dict[str, Any]:
 
 R2V = {"generation_type": "reference-to-video"}
 
+
+def i2v(images: list[str], **fields: Any) -> dict[str, Any]:
+    return body(generation_type="image-to-video", image_urls=images, **fields)
+
 BAD: list[tuple[dict[str, Any], str]] = [
     ({"input": {"prompt": "x"}}, "model"),
     ({"model": "videoa-9", "input": {"prompt": "x"}}, "model"),
@@ -66,20 +70,20 @@ BAD: list[tuple[dict[str, Any], str]] = [
     (body(audio_urls=[AUD]), "input.audio_urls"),
     # image-to-video: 1 or 2 images, nothing else
     (body(generation_type="image-to-video"), "input.image_urls"),
-    (body(generation_type="image-to-video", image_urls=[IMG] * 3), "input.image_urls"),
-    (body(generation_type="image-to-video", image_urls=[IMG], video_urls=[VID]), "input.video_urls"),
-    (body(generation_type="image-to-video", image_urls=[IMG], audio_urls=[AUD]), "input.audio_urls"),
+    (i2v([IMG] * 3), "input.image_urls"),
+    (i2v([IMG], video_urls=[VID]), "input.video_urls"),
+    (i2v([IMG], audio_urls=[AUD]), "input.audio_urls"),
     # media URLs: public http(s) or data URLs of the right kind
-    (body(generation_type="image-to-video", image_urls=["ftp://cdn.example.com/a.png"]), "input.image_urls[0]"),
-    (body(generation_type="image-to-video", image_urls=[IMG, "http://127.0.0.1/a.png"]), "input.image_urls[1]"),
-    (body(generation_type="image-to-video", image_urls=["http://localhost:8080/a.png"]), "input.image_urls[0]"),
-    (body(generation_type="image-to-video", image_urls=["http://[::ffff:10.0.0.1]/a"]), "input.image_urls[0]"),
-    (body(generation_type="image-to-video", image_urls=["https://user:pw@cdn.example.com/a"]),
+    (i2v(["ftp://cdn.example.com/a.png"]), "input.image_urls[0]"),
+    (i2v([IMG, "http://127.0.0.1/a.png"]), "input.image_urls[1]"),
+    (i2v(["http://localhost:8080/a.png"]), "input.image_urls[0]"),
+    (i2v(["http://[::ffff:10.0.0.1]/a"]), "input.image_urls[0]"),
+    (i2v(["https://user:pw@cdn.example.com/a"]),
      "input.image_urls[0]"),
-    (body(generation_type="image-to-video", image_urls=[mp4(3)]), "input.image_urls[0]"),
-    (body(generation_type="image-to-video", image_urls=["data:image/png;base64,@@@"]), "input.image_urls[0]"),
-    (body(generation_type="image-to-video", image_urls=["data:image/png;base64,"]), "input.image_urls[0]"),
-    (body(generation_type="image-to-video", image_urls=["data:image/png,rawbytes"]), "input.image_urls[0]"),
+    (i2v([mp4(3)]), "input.image_urls[0]"),
+    (i2v(["data:image/png;base64,@@@"]), "input.image_urls[0]"),
+    (i2v(["data:image/png;base64,"]), "input.image_urls[0]"),
+    (i2v(["data:image/png,rawbytes"]), "input.image_urls[0]"),
     # reference-to-video: at least one reference; per-model counts and seconds (spec 8)
     (body(**R2V), "input.image_urls"),
     (body("videoa-2-5", **R2V, image_urls=[IMG] * 31), "input.image_urls"),
@@ -117,8 +121,8 @@ GOOD: list[dict[str, Any]] = [
     body(),
     body("videoa-2-0-fast", duration=10, aspect_ratio="21:9", resolution="1080p", generate_audio=False,
          negative_prompt="blur"),
-    body(generation_type="image-to-video", image_urls=[PNG]),
-    body(generation_type="image-to-video", image_urls=[IMG, PNG]),
+    i2v([PNG]),
+    i2v([IMG, PNG]),
     body("videoa-2-5", **R2V, audio_urls=[wav(3)]),  # 2-5: audio may be the only reference
     body("videoa-2-5", **R2V, image_urls=[IMG] * 30, video_urls=[mp4(3)] * 10, audio_urls=[AUD] * 10),
     body("videoa-2-0", **R2V, image_urls=[PNG], audio_urls=[wav(7), wav(7)]),
@@ -142,9 +146,9 @@ async def test_defaults_and_media_reach_the_upstream(mgw: GatewayHandle, simulat
         log = await resp.json()
     sent = [e["body_json_or_null"] for e in log if e["path"] == SUBMIT][-1]
     assert sent["model"] == "videoa-2-5"
-    assert sent["input"] == {"prompt": "a fox in snow", "generation_type": "reference-to-video", "duration": 5,
-                             "aspect_ratio": "adaptive", "resolution": "720p", "generate_audio": True,
-                             "image_urls": [PNG], "audio_urls": [AUD]}
+    assert sent["input"] == {"prompt": "a fox in snow", "generation_type": "reference-to-video",
+                             "duration": 5, "aspect_ratio": "adaptive", "resolution": "720p",
+                             "generate_audio": True, "image_urls": [PNG], "audio_urls": [AUD]}
 
 
 async def test_inline_asset_limit(mgw: GatewayHandle, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -153,11 +157,11 @@ async def test_inline_asset_limit(mgw: GatewayHandle, monkeypatch: pytest.Monkey
     big = "data:image/png;base64," + base64.b64encode(b"\x00" * 1001).decode()
     fits = "data:image/png;base64," + base64.b64encode(b"\x00" * 1000).decode()
     reply = await mgw.request("POST", SUBMIT, key=mgw.key,
-                              json=body(generation_type="image-to-video", image_urls=[fits, big]))
+                              json=i2v([fits, big]))
     assert reply.status == 400 and error_of(reply)["param"] == "input.image_urls[1]"
     assert "100 MB" in error_of(reply)["message"]
     reply = await mgw.request("POST", SUBMIT, key=mgw.key,
-                              json=body(generation_type="image-to-video", image_urls=[fits]))
+                              json=i2v([fits]))
     assert reply.status == 200, reply.text
 
 
