@@ -60,6 +60,8 @@ async def test_song_moves_through_every_status(mgw: GatewayHandle) -> None:
     assert first["video_url"] and first["image_url"] and first["lyric"] == "[Verse]\nheave ho"
     assert first["tags"] == "folk,shanty" and first["model_name"] == "music_v4"
     assert set(second) == {"id", "title", "audio_url", "duration"}  # the short form of spec 2.5
+    async with mgw.http.get(second["audio_url"]) as resp:  # the upstream's public link, as given
+        assert resp.status == 200 and resp.content_type == "audio/mpeg"
     stored = await wait_stored(mgw, task_id, lambda t: t.billing_status == "charged")
     assert stored.upstream_task_id not in str(data)
     assert await balance_nano(mgw) == (before[0] - MUSIC_PRICE_NANO, before[1] + MUSIC_PRICE_NANO)

@@ -26,6 +26,7 @@ from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, end
 _OPTION = re.compile(r"^dur(\d+)$")
 _PROMPT_OPTION = re.compile(r"\bsim:([a-z]+\d*)\b")
 MAX_LYRIC = 3000
+_FILE_BYTES = 32 * 1024
 _STAGES = ((0.1, "PENDING"), (0.3, "TEXT_GENERATING"), (0.6, "FIRST_SUCCESS"), (1.0, "STREAMING"))
 
 
@@ -144,9 +145,19 @@ async def fetch_many(ctx: Ctx) -> web.StreamResponse:
     return await ctx.respond({"code": "success", "data": found})
 
 
+async def clip_file(request: web.Request) -> web.StreamResponse:
+    """A clip's file at its public link (like a CDN's): deterministic filler bytes."""
+    name, ext = request.match_info["name"], request.match_info["ext"]
+    if not any(name in song.clip_ids for song in request.app[SONGS_KEY].values()):
+        raise web.HTTPNotFound()
+    kind = {"mp3": "audio/mpeg", "mp4": "video/mp4", "jpg": "image/jpeg"}[ext]
+    return web.Response(body=(name.encode() * 4096)[:_FILE_BYTES], content_type=kind)
+
+
 @hookimpl
 def gateway_simulator_routes(app: web.Application) -> None:
     app[SONGS_KEY] = {}
     add_route(app, "POST", "/music/submit/music", endpoint(SIDE, submit))
     add_route(app, "GET", "/music/fetch/{task_id}", endpoint(SIDE, fetch_one))
     add_route(app, "POST", "/music/fetch", endpoint(SIDE, fetch_many))
+    app.router.add_get("/music/files/{name}.{ext:mp3|mp4|jpg}", clip_file)
