@@ -62,6 +62,18 @@ BAD: list[tuple[dict[str, Any], str]] = [
     (
         {
             "model": "sim-chat",
+            "input": [
+                {
+                    "role": "user",
+                    "content": [{"type": "input_image", "image_url": "data:image/png;base64,@@@"}],
+                }
+            ],
+        },
+        "input[0].content[0].image_url",
+    ),
+    (
+        {
+            "model": "sim-chat",
             "input": [{"type": "function_call_output", "call_id": "call_x", "output": "1"}],
         },
         "input[0].call_id",

@@ -39,6 +39,7 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
+from gateway.wire.data_url import DataURL, DataURLError, parse_data_url
 from translators.responses.wire import (
     ContentPart,
     InputFile,
@@ -202,16 +203,6 @@ def _content(content: str | list[ContentPart] | None, at: str, *, assistant: boo
     return parts
 
 
-def parse_data_url(url: str) -> tuple[str, str] | None:
-    """``data:<mime>;base64,<data>`` -> (mime, data); None for anything else."""
-    if not url.startswith("data:"):
-        return None
-    header, sep, data = url[5:].partition(",")
-    if not sep or not header.endswith(";base64"):
-        return None
-    return header[: -len(";base64")].split(";")[0].strip() or "application/octet-stream", data
-
-
 def _image(part: InputImage, at: str) -> ImagePart:
     if not part.image_url:
         raise InvalidRequest(
@@ -219,19 +210,25 @@ def _image(part: InputImage, at: str) -> ImagePart:
             "speaks the Responses API.",
             param=f"{at}.image_url",
         )
-    inline = parse_data_url(part.image_url)
+    inline = _data_url(part.image_url, f"{at}.image_url")
     if inline is not None:
-        return ImagePart(media_type=inline[0], data=inline[1], detail=part.detail)
-    if part.image_url.startswith("data:"):
-        raise InvalidRequest(f"`{at}.image_url` is not a base64 data URL.", param=f"{at}.image_url")
+        return ImagePart(media_type=inline.media_type, data=inline.data, detail=part.detail)
     return ImagePart(url=part.image_url, detail=part.detail)
+
+
+def _data_url(url: str, at: str) -> DataURL | None:
+    try:
+        return parse_data_url(url)
+    except DataURLError as exc:
+        raise InvalidRequest(f"Invalid value for `{at}`: {exc}", param=at) from exc
 
 
 def _file(part: InputFile, at: str) -> DocumentPart:
     if part.file_data:
-        inline = parse_data_url(part.file_data)
-        media_type, data = inline if inline is not None else ("application/pdf", part.file_data)
-        return DocumentPart(media_type=media_type, data=data, title=part.filename)
+        inline = _data_url(part.file_data, f"{at}.file_data")
+        if inline is None:  # bare base64, as the API also takes: a PDF
+            return DocumentPart(media_type="application/pdf", data=part.file_data, title=part.filename)
+        return DocumentPart(media_type=inline.media_type, data=inline.data, title=part.filename)
     if part.file_url:
         return DocumentPart(url=part.file_url, title=part.filename)
     raise InvalidRequest(

@@ -20,6 +20,7 @@ from gateway.canonical import Usage
 from gateway.errors import UpstreamError
 from gateway.tokens import estimate_text_tokens
 from gateway.translation import UpstreamCall
+from gateway.wire.sse import SSEParser
 from translators.responses.request import ClientRequest
 from translators.responses.response import Json, ResponseMeta, canonical_usage
 from translators.responses.stream_encode import CONTENT_TYPE, sse
@@ -70,7 +71,7 @@ class NativeStream:
     def __init__(self, meta: ResponseMeta, input_estimate: int) -> None:
         self._meta = meta
         self._input_estimate = input_estimate
-        self._tail = b""
+        self._parser = SSEParser()
         self._held: bytes = b""
         self._done = False
         self.final: Json | None = None
@@ -79,17 +80,10 @@ class NativeStream:
         self._seq = 0
 
     def feed(self, chunk: bytes) -> bytes:
-        data = self._tail + chunk
-        lines = data.split(b"\n")
-        self._tail = lines.pop()
-        return b"".join(self._line(line) for line in lines)
+        return b"".join(self._event(e.data) for e in self._parser.feed(chunk))
 
-    def _line(self, line: bytes) -> bytes:
-        line = line.rstrip(b"\r")
-        if not line.startswith(b"data:"):
-            return b""
-        payload = line[5:].strip()
-        if not payload or payload == b"[DONE]":
+    def _event(self, payload: bytes) -> bytes:
+        if not payload.strip() or payload == b"[DONE]":
             return b""
         event: Any = orjson.loads(payload)
         if not isinstance(event, dict):
@@ -111,9 +105,7 @@ class NativeStream:
         return sse(event)
 
     def close(self) -> bytes:
-        tail = b""
-        if self._tail:
-            tail, self._tail = self._line(self._tail), b""
+        tail = b"".join(self._event(e.data) for e in self._parser.close())
         held, self._held = self._held, b""
         return tail + held
 
