@@ -143,3 +143,62 @@ async def test_tasks_are_their_owners_alone(mgw: GatewayHandle) -> None:
     for path in (f"/videoa/v1/tasks/{task_id}", f"{SUBMIT}/{task_id}.mp4"):
         reply = await mgw.request("GET", path)
         assert reply.status == 401 and error_of(reply)["code"] == "invalid_api_key"
+
+
+async def test_statuses_advance_queued_generating_completed(mgw: GatewayHandle) -> None:
+    task_id = (await submit(mgw, "slow pan sim:dur800"))["taskId"]
+    seen: list[str] = []
+    while not seen or seen[-1] not in ("completed", "failed"):
+        task = (await mgw.request("GET", f"/videoa/v1/tasks/{task_id}", key=mgw.key)).json()
+        if not seen or seen[-1] != task["status"]:
+            seen.append(task["status"])
+        if task["status"] != "completed":
+            assert task["billing_status"] == "reserved" and "data" not in task
+    assert seen == ["queued", "generating", "completed"], seen
+
+
+async def test_timeout_fails_and_refunds(gateway_server: StartGateway, media_config: Any) -> None:
+    gw = await with_user(await gateway_server(media_config(tasks={"timeout_s": 0.4})))
+    before = await balance_nano(gw)
+    task = await finished(gw, (await submit(gw, "never ends sim:dur60000"))["taskId"])
+    assert task["status"] == "failed" and task["billing_status"] == "refunded"
+    assert "timed out" in task["failed_reason"]
+    await wait_stored(gw, task["id"], lambda t: t.billing_status == "refunded")
+    assert await balance_nano(gw) == before
+
+
+async def test_price_beyond_the_balance_is_refused(gateway_server: StartGateway, media_config: Any) -> None:
+    gw = await with_user(await gateway_server(media_config()), quota_usd=1)
+    body = {"model": "videoa-2-5", "input": {"prompt": "too long for my wallet", "duration": 30}}
+    reply = await gw.request("POST", SUBMIT, json=body, key=gw.key)  # 30 s x $0.05 = $1.50 > $1
+    assert reply.status == 403 and error_of(reply)["code"] == "insufficient_quota"
+    assert await balance_nano(gw) == (1_000_000_000, 0)
+    answer = await submit(gw, "fits", duration=20)  # $1.00: exactly the balance
+    assert answer["credits"] == pytest.approx(1.0) and (await balance_nano(gw))[0] == 0
+    task = await finished(gw, answer["taskId"])
+    assert task["billing_status"] == "charged"
+
+
+async def test_group_ratio_applies(gateway_server: StartGateway, media_config: Any) -> None:
+    gw = await gateway_server(media_config(groups={"default": {"ratio": 1.0}, "vip": {"ratio": 0.5}}))
+    gw.user = await gw.create_user("vip-user", quota_usd=10, group="vip")
+    gw.key_record = await gw.create_key(gw.user["id"])
+    answer = await submit(gw, "half price", duration=4)
+    assert answer["credits"] == pytest.approx(0.1)
+    task = await finished(gw, answer["taskId"])
+    assert task["credits"] == pytest.approx(0.1)
+    await wait_stored(gw, answer["taskId"], lambda t: t.billing_status == "charged")
+    assert await balance_nano(gw) == (10_000_000_000 - 2 * VIDEOA_PRICE_NANO, 2 * VIDEOA_PRICE_NANO)
+
+
+async def test_client_hanging_up_mid_download(gateway_server: StartGateway, media_config: Any) -> None:
+    gw = await with_user(await gateway_server(media_config(key="sk-sim-dur200-kb8192")))
+    task = await finished(gw, (await submit(gw, "a big file"))["taskId"])
+    [url] = task["data"]["results"]
+    async with gw.http.get(url, headers={"Authorization": f"Bearer {gw.key}"}) as resp:
+        assert resp.status == 200 and int(resp.headers["Content-Length"]) > 8 * 1024 * 1024
+        await resp.content.readexactly(65536)
+        resp.close()  # gone after the first chunk
+    # The gateway is fine and serves the whole file to the next caller.
+    async with gw.http.get(url, headers={"Authorization": f"Bearer {gw.key}"}) as resp:
+        assert len(await resp.read()) == int(resp.headers["Content-Length"])
