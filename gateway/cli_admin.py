@@ -192,7 +192,7 @@ def _key_fields(p: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    users = sub.add_parser("users", help="create, list and top up users").add_subparsers(
+    users = sub.add_parser("users", help="manage users and their balances").add_subparsers(
         dest="action", required=True, metavar="ACTION")
     p = _common(users.add_parser("create", help="create a user (prints its user token once)"))
     p.add_argument("--name", required=True)

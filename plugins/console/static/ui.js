@@ -25,8 +25,16 @@ export function select(name, options, value) {
     options.map(([v, text]) => h("option", { value: v, selected: String(v) === String(value) }, text)));
 }
 
+/** A button whose (async) action's failure is shown as a message, never left unhandled. */
 export function button(text, onclick, props = {}) {
-  return h("button", { type: "button", onclick, ...props }, text);
+  const run = async (event) => {
+    try {
+      await onclick(event);
+    } catch (err) {
+      toast(err && err.message ? err.message : String(err), "bad");
+    }
+  };
+  return h("button", { type: "button", onclick: run, ...props }, text);
 }
 
 /** Previous / next over `total` rows; `go(page)` loads another page. */
