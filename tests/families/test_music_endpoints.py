@@ -189,6 +189,9 @@ async def test_unknown_model_is_404(mgw: GatewayHandle) -> None:
     reply = await mgw.request("POST", "/music/submit/music", json={"prompt": "x", "model": "music_v9"},
                               key=mgw.key)
     assert reply.status == 404 and error_of(reply)["code"] == "model_not_found"
+    reply = await mgw.request("POST", "/music/submit/music", json={"prompt": "x", "model": "videos-pro"},
+                              key=mgw.key)
+    assert reply.status == 400 and error_of(reply)["param"] == "model"
 
 
 async def test_callbacks_follow_every_status(gateway_server: StartGateway,

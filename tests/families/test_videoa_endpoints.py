@@ -4,9 +4,11 @@ failure), ownership, and the mp4 download with and without an upstream redirect.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.conftest import GatewayHandle, StartGateway
@@ -202,3 +204,33 @@ async def test_client_hanging_up_mid_download(gateway_server: StartGateway, medi
     # The gateway is fine and serves the whole file to the next caller.
     async with gw.http.get(url, headers={"Authorization": f"Bearer {gw.key}"}) as resp:
         assert len(await resp.read()) == int(resp.headers["Content-Length"])
+
+
+async def test_download_is_relayed_as_it_arrives(gateway_server: StartGateway, media_config: Any) -> None:
+    # 8 pieces of 64 KB, 150 ms apart upstream: the first must reach the client long before the
+    # last has left the upstream (the gateway holds no whole file).
+    gw = await with_user(await gateway_server(media_config(key="sk-sim-dur200-kb512-pace150")))
+    task = await finished(gw, (await submit(gw, "slow storage"))["taskId"])
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    auth = {"Authorization": f"Bearer {gw.key}"}
+    async with gw.http.get(task["data"]["results"][0], headers=auth) as resp:
+        await resp.content.readexactly(1024)
+        first = loop.time() - start
+        rest = await resp.read()
+        total = loop.time() - start
+    assert total >= 1.0 and first < total / 2, (first, total)
+    assert 1024 + len(rest) == int(resp.headers["Content-Length"])
+
+
+async def test_upstream_cut_mid_download_is_a_truncated_transfer(gateway_server: StartGateway,
+                                                                 media_config: Any) -> None:
+    gw = await with_user(await gateway_server(media_config(key="sk-sim-dur200-kb1024-cutdl")))
+    task = await finished(gw, (await submit(gw, "fragile link"))["taskId"])
+    auth = {"Authorization": f"Bearer {gw.key}"}
+    with pytest.raises(aiohttp.ClientPayloadError):
+        async with gw.http.get(task["data"]["results"][0], headers=auth) as resp:
+            assert resp.status == 200
+            await resp.read()
+    # Nothing about the task or its money changed.
+    assert (await gw.request("GET", f"/videoa/v1/tasks/{task['id']}", key=gw.key)).json() == task

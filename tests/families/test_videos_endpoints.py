@@ -141,6 +141,8 @@ async def test_bad_fields_are_400_naming_them(mgw: GatewayHandle, body: dict[str
 async def test_unknown_model_and_ownership(mgw: GatewayHandle) -> None:
     reply = await mgw.request("POST", "/v1/videos", json={"model": "nope", "prompt": "x"}, key=mgw.key)
     assert reply.status == 404 and error_of(reply)["code"] == "model_not_found"
+    reply = await mgw.request("POST", "/v1/videos", json={"model": "sim-chat", "prompt": "x"}, key=mgw.key)
+    assert reply.status == 400 and error_of(reply)["param"] == "model"
     video = await create(mgw, prompt="private")
     other_user = await mgw.create_user(quota_usd=5)
     other = (await mgw.create_key(other_user["id"]))["key"]

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.context import Gateway
-from gateway.errors import InvalidRequest, ModelNotAllowed, NotFound, UpstreamError
+from gateway.errors import InvalidRequest, NotFound, UpstreamError
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.money import unit_cost
 from gateway.records import Principal
@@ -59,7 +59,7 @@ def _targets(gw: Gateway, engine: TaskEngine, model: str | None) -> tuple[str, l
 def _candidates(gw: Gateway, principal: Principal, model: str, targets: list[Target]) -> list[Candidate]:
     gw.catalogue.check(principal, model)
     if not targets:
-        raise ModelNotAllowed(f"The model `{model}` is not served by a music upstream.")
+        raise v.bad("model", f"`{model}` is not a music model")
     price = unit_cost(gw.catalogue.prices(model).per_task, 1, gw.catalogue.ratio(principal.user.group))
     return [Candidate(t, model, price) for t in targets]
 

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.context import Gateway
-from gateway.errors import ModelNotAllowed, NotFound, UpstreamError, UpstreamHTTPError
+from gateway.errors import NotFound, UpstreamError, UpstreamHTTPError
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.money import nano_to_usd, unit_cost
 from gateway.records import Principal
@@ -20,6 +20,7 @@ from translators.videoa import upstream
 from translators.videoa import validation as v
 from translators.videoa.download import DownloadStream
 from translators.videoa.family import SUBMIT_PATH
+from translators.videoa.media import bad
 from translators.videoa.wire import Result, Stored, SubmitBody, SubmitOut, TaskData, TaskOut, UpstreamBody
 
 FAMILY = "videoa"
@@ -43,7 +44,7 @@ def _candidates(gw: Gateway, principal: Principal, model: str, seconds: int) -> 
     price = unit_cost(gw.catalogue.prices(model).per_second, seconds, ratio)
     targets = [t for t in gw.upstreams.targets(model, capability="task") if t.protocol == upstream.PROTOCOL]
     if not targets:
-        raise ModelNotAllowed(f"The model `{model}` is not served by a video-task upstream.")
+        raise bad("model", f"`{model}` is not served by a video-task upstream")
     return [Candidate(t, model, price) for t in targets]
 
 

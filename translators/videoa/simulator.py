@@ -11,13 +11,16 @@ from ``sim:<option>`` words in the prompt (``a storm at sea sim:taskfail``):
 * ``reject``     the submission is refused with a 400;
 * ``made<S>``    the finished task reports S seconds of video (default: the seconds asked for);
 * ``redirect``   the mp4 answers 302 to a signed file link (served without the credential);
-* ``kb<N>``      the mp4's size in KB (default 256).
+* ``kb<N>``      the mp4's size in KB (default 256);
+* ``pace<MS>``   a pause before each 64 KB piece of the mp4 (a slow storage link);
+* ``cutdl``      the mp4 transfer breaks off half-way (the connection is dropped).
 
 The common fault options (``fail503``, ``hang``, ``ttft<MS>``...) apply as well.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 import re
@@ -32,7 +35,7 @@ from aiohttp import web
 from gateway.hookspecs import hookimpl
 from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, json_response
 
-_OPTION = re.compile(r"^(dur|made|kb)(\d+)$")
+_OPTION = re.compile(r"^(dur|made|kb|pace)(\d+)$")
 _PROMPT_OPTION = re.compile(r"\bsim:([a-z]+\d*)\b")
 _SECRET = b"videoa-sim-file-signing"
 
@@ -56,6 +59,8 @@ class Options:
     redirect: bool = False
     made_s: int | None = None
     size_kb: int = 256
+    pace_s: float = 0.0
+    cut_download: bool = False
 
     def apply(self, words: list[str]) -> None:
         for word in (w.strip().lower() for w in words):
@@ -65,10 +70,14 @@ class Options:
                     self.duration_s = value / 1000.0
                 elif match.group(1) == "made":
                     self.made_s = value
+                elif match.group(1) == "pace":
+                    self.pace_s = value / 1000.0
                 else:
                     self.size_kb = max(value, 1)
             elif word in ("taskfail", "forget", "reject", "redirect"):
                 setattr(self, "fail" if word == "taskfail" else word, True)
+            elif word == "cutdl":
+                self.cut_download = True
 
 
 @dataclass
@@ -152,8 +161,16 @@ async def _stream(request: web.Request, task: SimTask) -> web.StreamResponse:
     size, chunks = mp4_bytes(task)
     resp = web.StreamResponse(headers={"Content-Type": "video/mp4", "Content-Length": str(size)})
     await resp.prepare(request)
+    sent = 0
     async for chunk in chunks:
+        if task.options.pace_s:
+            await asyncio.sleep(task.options.pace_s)
+        if task.options.cut_download and sent >= size // 2:
+            assert request.transport is not None
+            request.transport.close()  # mid-body: the client sees a truncated transfer
+            return resp
         await resp.write(chunk)
+        sent += len(chunk)
     await resp.write_eof()
     return resp
 

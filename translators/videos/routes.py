@@ -11,7 +11,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.context import Gateway
-from gateway.errors import ModelNotAllowed
 from gateway.http import endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.money import unit_cost
 from gateway.records import Principal
@@ -44,7 +43,7 @@ def _candidates(gw: Gateway, principal: Principal, model: str, seconds: int) -> 
     price = unit_cost(gw.catalogue.prices(model).per_second, seconds, ratio)
     targets = [t for t in gw.upstreams.targets(model, capability="task") if t.protocol == upstream.PROTOCOL]
     if not targets:
-        raise ModelNotAllowed(f"The model `{model}` is not served by a video upstream.")
+        raise v.bad("model", f"`{model}` is not a video model")
     return [Candidate(t, model, price) for t in targets]
 
 
