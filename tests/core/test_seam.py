@@ -142,6 +142,9 @@ def test_check_config_asks_the_installed_adapters(tmp_path: Path,
     err = capsys.readouterr().err
     assert "upstreams[1].protocol: unknown protocol 'carrier-pigeon' (known: " in err
     assert "chat" in err.split("known: ", 1)[1]
+    # ``gateway serve`` refuses it the same way, before opening a database or a port.
+    assert main(["serve", "--config", str(path)]) == 2
+    assert "unknown protocol 'carrier-pigeon'" in capsys.readouterr().err
     path.write_text(_config_text("v1beta"))
     assert main(["check-config", str(path)]) == 0
 
