@@ -4,6 +4,8 @@ object of spec 2.3, and the mp4 download. Every task is its owner's alone: anoth
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -21,9 +23,19 @@ from translators.videoa import validation as v
 from translators.videoa.download import DownloadStream
 from translators.videoa.family import SUBMIT_PATH
 from translators.videoa.media import bad
-from translators.videoa.wire import Result, Stored, SubmitBody, SubmitOut, TaskData, TaskOut, UpstreamBody
+from translators.videoa.wire import (
+    CleanInput,
+    Result,
+    Stored,
+    SubmitBody,
+    SubmitOut,
+    TaskData,
+    TaskOut,
+    UpstreamBody,
+)
 
 FAMILY = "videoa"
+_THREAD_ABOVE = 1024 * 1024
 _encode = msgspec.json.Encoder()
 _result = msgspec.json.Decoder(Result)
 
@@ -48,13 +60,20 @@ def _candidates(gw: Gateway, principal: Principal, model: str, seconds: int) -> 
     return [Candidate(t, model, price) for t in targets]
 
 
+def _parse(raw: bytes) -> tuple[str, CleanInput]:
+    body = decode_body(raw, SubmitBody)
+    model = v.model(body.model)
+    return model, v.clean_input(body.input, model)
+
+
 @endpoint(FAMILY)
 async def submit(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
-    body = decode_body(await read_json_body(request), SubmitBody)
-    model = v.model(body.model)
-    clean = v.clean_input(body.input, model)
+    raw = await read_json_body(request)
+    # Decoding the body and reading inline media's durations is CPU work in proportion to its
+    # size (up to 200 MB): a big body is checked off the event loop.
+    model, clean = await asyncio.to_thread(_parse, raw) if len(raw) > _THREAD_ABOVE else _parse(raw)
     candidates = _candidates(gw, principal, model, clean.duration)
     engine = engine_of(gw)
     rid = request_id(request)
