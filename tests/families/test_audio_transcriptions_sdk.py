@@ -363,3 +363,12 @@ async def test_chunked_uploads_are_counted_as_they_stream(
     assert [log.status for log in logs] == [413, 413, 200] and logs[0].charge_nano == 0
     assert await setup.gw.gateway.storage.open_reservations() == []
     await setup.client.close()
+
+
+async def test_a_refused_key_is_readable_by_the_sdk_whatever_the_upload(audio: Audio) -> None:
+    bad = openai.AsyncOpenAI(base_url=audio.gw.base_url + "/v1", api_key="sk-wrong", max_retries=0)
+    for _ in range(2):  # and the connection is usable again
+        with pytest.raises(openai.AuthenticationError) as info:
+            await bad.audio.transcriptions.create(model="whisper-sim", file=upload(samples.wav(150.0)))
+        assert info.value.code == "invalid_api_key"
+    await bad.close()

@@ -6,8 +6,8 @@ the fields before it are validated and the model admitted, and the longest the f
 (``billing.reservation_seconds`` of the declared body size) is reserved, so a caller without the
 quota is refused before 25 MB are read; after the whole body, every field (those after the file
 too) and the file's type are checked, and only then is an upstream called. An error while the body
-is still arriving is answered after the rest of it was read and dropped (``upload.drain``): the
-openai SDK sends its whole body before it reads the answer.
+is still arriving (a wrong key included) is answered after the rest of it was read and dropped
+(``upload.drain``): the openai SDK sends its whole body before it reads the answer.
 """
 
 from __future__ import annotations
@@ -82,11 +82,7 @@ async def serve_transcription(request: Request, task: Task) -> Response:
 
     try:
         principal = await gw.auth.authenticate(request, FAMILY)
-        try:
-            upload = await read_upload(request, max_file, on_file)
-        except GatewayError:
-            await drain(request)
-            raise
+        upload = await read_upload(request, max_file, on_file)
         form = parse_form(upload.fields)
         check_format(upload.probe.format, upload.size)
         if ctx is None:  # the model came after the file
@@ -95,6 +91,7 @@ async def serve_transcription(request: Request, task: Task) -> Response:
             await ctx.reserve(billing.audio_cost(ctx.prices, seconds, ctx.ratio))
         return await _relay(ctx, task, form, upload)
     except GatewayError as err:
+        await drain(request)  # a refused key or field too: the SDK reads an answer only once it sent all
         return fail(request, ctx, err)
     except ClientDisconnect:  # the caller hung up mid-upload: nothing was served, the hold goes back
         if ctx is not None:
