@@ -23,6 +23,8 @@ AUDIO_MODELS = [
     {"id": "whisper-sim", "owned_by": "simulator", "price": {"per_minute": 0.006}},
     {"id": "whisper-nousage", "owned_by": "simulator", "price": {"per_minute": 0.006}},
     {"id": "whisper-down", "owned_by": "simulator", "price": {"per_minute": 0.006}},
+    {"id": "whisper-failover", "owned_by": "simulator", "price": {"per_minute": 0.006}},
+    {"id": "whisper-rejects", "owned_by": "simulator", "price": {"per_minute": 0.006}},
 ]
 
 
@@ -67,7 +69,11 @@ def audio_config(make_config: Any, sim_url: str, **overrides: Any) -> Any:
         {"name": "sim-audio-nousage", "protocol": "chat", "base_url": sim_url, "api_key": "sk-sim-nousage",
          "models": ["whisper-nousage"]},
         {"name": "sim-audio-down", "protocol": "chat", "base_url": sim_url, "api_key": "sk-sim-fail503",
-         "models": ["whisper-down"]},
+         "models": ["whisper-down", "whisper-failover"]},
+        {"name": "sim-audio-backup", "protocol": "chat", "base_url": sim_url, "api_key": "sk-sim",
+         "models": ["whisper-failover"], "priority": 1},
+        {"name": "sim-audio-picky", "protocol": "chat", "base_url": sim_url, "api_key": "sk-sim-fail422",
+         "models": ["whisper-rejects"]},
     ]
     return make_config(extra_models=AUDIO_MODELS, extra_upstreams=upstreams, **overrides)
 
@@ -193,6 +199,26 @@ async def test_failed_upstream_costs_nothing(audio: Audio) -> None:
     assert log.charge_nano == 0 and log.outcome == "upstream_error"
     assert await audio.balance() == START_NANO
     assert await audio.gw.gateway.storage.open_reservations() == []
+
+
+async def test_failover_sends_the_spooled_file_again(audio: Audio) -> None:
+    await audio.clear_upstream_log()
+    result = await audio.client.audio.transcriptions.create(model="whisper-failover", file=upload(),
+                                                            response_format="verbose_json")
+    assert result.duration == 3.0
+    log = await audio.last_log()
+    assert (log.upstream, log.attempts, log.charge_nano) == ("sim-audio-backup", 2, 3 * PER_SECOND_NANO)
+    sent = await audio.audio_calls_upstream()
+    assert len(sent) == 2 and sent[0]["headers"]["content-length"] == sent[1]["headers"]["content-length"]
+
+
+async def test_an_upstream_4xx_is_relayed_and_costs_nothing(audio: Audio) -> None:
+    with pytest.raises(openai.UnprocessableEntityError) as info:
+        await audio.client.audio.transcriptions.create(model="whisper-rejects", file=upload())
+    assert "simulated failure" in str(info.value.message)
+    log = await audio.last_log()
+    assert (log.status, log.outcome, log.charge_nano) == (422, "client_error", 0)
+    assert await audio.balance() == START_NANO
 
 
 async def test_fields_after_the_file_are_read_and_checked(audio: Audio) -> None:
