@@ -7,7 +7,6 @@ import base64
 from typing import Any
 
 import aiohttp
-import pytest
 
 from tests.conftest import GatewayHandle, StartGateway
 from tests.tasks.helpers import (
@@ -88,7 +87,7 @@ async def test_blend_and_describe(tgw: GatewayHandle) -> None:
     assert described["buttons"] == []
 
 
-@pytest.mark.parametrize(("kind", "body", "param"), [
+BAD_BODIES: list[tuple[str, dict[str, Any], str]] = [
     ("imagine", {"prompt": "  "}, "prompt"),
     ("imagine", {}, "prompt"),
     ("imagine", {"prompt": 5}, "prompt"),
@@ -104,15 +103,18 @@ async def test_blend_and_describe(tgw: GatewayHandle) -> None:
     ("zoom", {"taskId": "1", "zoom": 3}, "zoom"),
     ("pan", {"taskId": "1", "direction": "SIDEWAYS"}, "direction"),
     ("modal", {"taskId": "1", "maskBase64": "nope"}, "maskBase64"),
-])
-async def test_bad_bodies_are_400_naming_the_field(tgw: GatewayHandle, kind: str, body: dict[str, Any],
-                                                   param: str) -> None:
+]
+
+
+async def test_bad_bodies_are_400_naming_the_field(tgw: GatewayHandle) -> None:
     before = await balance_nano(tgw)
-    reply = await submit(tgw, kind, body)
-    assert reply.status == 400, reply.text
-    error = reply.json()["error"]
-    assert error["type"] == "invalid_request_error" and error["param"] == param, error
+    for kind, body, param in BAD_BODIES:
+        reply = await submit(tgw, kind, body)
+        assert reply.status == 400, (kind, body, reply.text)
+        error = reply.json()["error"]
+        assert error["type"] == "invalid_request_error" and error["param"] == param, (kind, body, error)
     assert await balance_nano(tgw) == before
+    assert await tgw.gateway.storage.due_tasks(1e12, 10) == []  # nothing was accepted
 
 
 async def test_change_upscale_variation_reroll(tgw: GatewayHandle) -> None:
@@ -133,7 +135,7 @@ async def test_change_upscale_variation_reroll(tgw: GatewayHandle) -> None:
         (parent.upstream_task_id, "REROLL")]
 
 
-@pytest.mark.parametrize(("body", "param"), [
+CHANGE_RULES: list[tuple[dict[str, Any], str]] = [
     ({"action": "UPSCALE"}, "index"),
     ({"action": "UPSCALE", "index": 0}, "index"),
     ({"action": "VARIATION", "index": 5}, "index"),
@@ -142,12 +144,15 @@ async def test_change_upscale_variation_reroll(tgw: GatewayHandle) -> None:
     ({}, "action"),
     ({"customId": "imagetask::upsample::9::x"}, "customId"),
     ({"customId": "garbage"}, "customId"),
-])
-async def test_change_rules(tgw: GatewayHandle, body: dict[str, Any], param: str) -> None:
+]
+
+
+async def test_change_rules(tgw: GatewayHandle) -> None:
     grid = await finished(tgw, "imagine", {"prompt": "rules"})
-    reply = await submit(tgw, "change", {"taskId": grid["id"], **body})
-    assert reply.status == 400, reply.text
-    assert reply.json()["error"]["param"] == param
+    for body, param in CHANGE_RULES:
+        reply = await submit(tgw, "change", {"taskId": grid["id"], **body})
+        assert reply.status == 400, (body, reply.text)
+        assert reply.json()["error"]["param"] == param, (body, reply.text)
 
 
 async def test_buttons_drive_follow_ups(tgw: GatewayHandle) -> None:

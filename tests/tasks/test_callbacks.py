@@ -95,20 +95,24 @@ async def test_failure_callback_and_cidr_allowlist(gateway_server: StartGateway,
     assert final["status"] == "FAILURE" and final["id"] == task_id and final["state"] is None
 
 
-@pytest.mark.parametrize("url", [
+PRIVATE_URLS = [
     "http://127.0.0.1:9/hook", "http://localhost/hook", "http://10.1.2.3/hook", "http://192.168.0.10/",
     "http://172.16.5.4/", "http://169.254.169.254/latest/meta-data/", "http://[::1]/hook",
     "http://[::ffff:127.0.0.1]/", "http://0.0.0.0/", "http://100.64.0.1/", "http://224.0.0.1/",
     "http://[fd00:ec2::254]/", "ftp://example.com/hook", "http://user:pw@8.8.8.8/", "not a url",
-])
-async def test_private_destinations_are_refused_at_submit(gateway_server: StartGateway, url: str,
+]
+
+
+async def test_private_destinations_are_refused_at_submit(gateway_server: StartGateway,
                                                           task_config: Callable[..., Config]) -> None:
     gw = await with_user(await gateway_server(task_config()))
     before = await balance_nano(gw)
-    reply = await submit(gw, "imagine", {"prompt": "x", "notifyHook": url})
-    assert reply.status == 400, reply.text
-    assert reply.json()["error"]["param"] == "notifyHook"
+    for url in PRIVATE_URLS:
+        reply = await submit(gw, "imagine", {"prompt": "x", "notifyHook": url})
+        assert reply.status == 400, (url, reply.text)
+        assert reply.json()["error"]["param"] == "notifyHook", url
     assert await balance_nano(gw) == before
+    assert await gw.gateway.storage.due_tasks(1e12, 10) == []
 
 
 async def test_follow_ups_check_their_hook_too(gateway_server: StartGateway,
