@@ -318,8 +318,9 @@ class TaskEngine:
         """Nothing learned (the upstream could not be asked): ask again after the interval."""
         if is_final(task):
             return task
-        if now >= task.created_at + self.settings.timeout_s:
-            return await self.fail(self.family(task.family), task, "the task timed out")
+        family = self.families.get(task.family)
+        if family is not None and now >= task.created_at + self.settings.timeout_s:
+            return await self.fail(family, task, "the task timed out")
         return await self.gateway.storage.transition_task(
             task.task_id, task.version, {"next_poll_at": now + self._interval()})
 

@@ -6,6 +6,8 @@ first, and the poller batches its questions."""
 from __future__ import annotations
 
 import asyncio
+import secrets
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +25,7 @@ from gateway.storage.base import TaskRecord
 from gateway.tasks import Candidate, NewTask, Snapshot, Submitted, engine_of
 from gateway.tasks.family import Phase
 from gateway.tasks.upstream import TaskHttp
-from tests.conftest import StartGateway
+from tests.conftest import GatewayHandle, StartGateway
 from tests.tasks.helpers import PRICE_NANO, balance_nano, submit, wait_stored, with_user
 
 _PHASES: dict[str, Phase] = {"SUBMITTED": "queued", "NOT_START": "queued", "IN_PROGRESS": "running",
@@ -153,3 +155,17 @@ async def test_poller_batches_list_by_condition(gateway_server: StartGateway, si
     sizes = [len(e["body_json_or_null"]["ids"]) for e in log
              if e["path"] == "/imagetask/task/list-by-condition"]
     assert max(sizes) >= 3, sizes  # tasks due together are asked about in one call
+
+
+async def test_a_task_of_an_uninstalled_family_waits(tgw: GatewayHandle) -> None:
+    """A task whose family is not installed here (a replica of another version) is left for later,
+    without stalling the poller or losing its hold."""
+    storage = tgw.gateway.storage
+    orphan = TaskRecord(task_id=secrets.token_hex(8), user_id=tgw.user["id"], key_id=tgw.key_record["id"],
+                    family="gone", upstream="sim-image", upstream_task_id="x", status="queued",
+                    next_poll_at=time.time() - 100, created_at=time.time() - 10**6)
+    await storage.create_task(orphan)
+    rescheduled = await wait_stored(tgw, orphan.task_id, lambda t: (t.next_poll_at or 0) > time.time() - 1)
+    assert rescheduled.finished_at is None and rescheduled.status == "queued"
+    task_id = (await submit(tgw, "imagine", {"prompt": "still works"})).json()["result"]
+    assert (await wait_stored(tgw, task_id, lambda t: t.finished_at is not None)).status == "SUCCESS"
