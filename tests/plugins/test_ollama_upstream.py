@@ -191,3 +191,26 @@ async def test_a_local_ollama_needs_no_key(gateway_server: Any, make_config: Any
     async with aiohttp.ClientSession() as http, http.get(ollama_sim.base_url + "/_sim/requests") as resp:
         (entry,) = [e for e in await resp.json() if marker in json.dumps(e["body_json_or_null"])]
     assert "authorization" not in entry["headers"]
+
+
+async def test_ollama_client_embeddings_on_an_ollama_upstream(ollama_gw: OllamaGateway) -> None:
+    sdk = ollama.AsyncClient(host=ollama_gw.base_url, headers={"Authorization": f"Bearer {ollama_gw.key}"})
+    try:
+        batch = await sdk.embed(model="sim-llama-embed", input=["red", "blue"], dimensions=16)
+        legacy = await sdk.embeddings(model="sim-llama-embed", prompt="red")
+    finally:
+        await sdk.close()
+    assert batch.model == "sim-llama-embed" and [len(v) for v in batch.embeddings] == [16, 16]
+    assert batch.prompt_eval_count == 2  # one token each, as the upstream counted
+    # the older endpoint goes up as /api/embed too, without `dimensions`: the model's own size
+    assert len(legacy.embedding) > 16 and legacy.embedding[:3] != batch.embeddings[0][:3]
+
+
+async def test_openai_image_data_url_as_base64(oai: openai.AsyncOpenAI, ollama_gw: OllamaGateway) -> None:
+    marker = uuid.uuid4().hex
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    await oai.chat.completions.create(model="sim-llama", messages=[{"role": "user", "content": [
+        {"type": "text", "text": marker},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}]}])
+    sent = await upstream_body(ollama_gw, marker)
+    assert sent["messages"] == [{"role": "user", "content": marker, "images": [png]}]
