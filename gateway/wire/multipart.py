@@ -25,6 +25,7 @@ __all__ = ["MultipartReader", "PartData", "PartEnd", "PartEvent", "PartStart", "
 MAX_PARTS = 64  # form fields plus files in one body
 MAX_HEADER_BYTES = 4096  # one header line of a part
 MAX_HEADERS = 8  # header lines per part
+MAX_PREAMBLE = 4096  # bytes before the first boundary (RFC 2046 allows a preamble; clients rarely send one)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,8 @@ class MultipartReader:
         self._value = bytearray()
         self._headers: dict[str, str] = {}
         self._ended = False
+        self._delimiter = b"--" + boundary
+        self._preamble: bytearray | None = bytearray()  # None once the first boundary was found
         self._parser = MultipartParser(boundary, {
             "on_part_begin": self._part_begin,
             "on_header_field": self._header_field,
@@ -93,12 +96,33 @@ class MultipartReader:
         """The events that ``chunk`` completes (data slices are copies: the chunk may be reused)."""
         if self._ended:
             return []  # the epilogue after the closing boundary is ignored (RFC 2046)
+        if self._preamble is not None:
+            chunk = self._skip_preamble(chunk)
+            if not chunk:
+                return []
         try:
             self._parser.write(chunk)
         except FormParserError as exc:
             raise InvalidRequest(f"The multipart body is malformed: {exc}") from exc
         events, self._events = self._events, []
         return events
+
+    def _skip_preamble(self, chunk: bytes) -> bytes:
+        """Bytes from the first boundary line on ("" while it has not come yet)."""
+        assert self._preamble is not None
+        self._preamble += chunk
+        data = bytes(self._preamble)
+        if data.startswith(self._delimiter):
+            at = 0
+        else:
+            found = data.find(b"\r\n" + self._delimiter)
+            at = found + 2 if found >= 0 else -1
+        if at < 0:
+            if len(data) > MAX_PREAMBLE + len(self._delimiter) + 2:
+                raise InvalidRequest("The multipart body does not start with its boundary.")
+            return b""
+        self._preamble = None
+        return data[at:]
 
     def close(self) -> None:
         """The body ended: InvalidRequest unless the closing boundary was seen."""

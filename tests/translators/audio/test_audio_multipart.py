@@ -93,3 +93,16 @@ def test_too_many_parts() -> None:
 
 def test_epilogue_after_closing_boundary_is_ignored() -> None:
     assert parse(BODY + b"trailing junk", 4) == EXPECTED
+
+
+@pytest.mark.parametrize("step", [1, 4, 1000])
+@pytest.mark.parametrize("preamble", [b"\r\n", b"This is a multipart message.\r\n", b"x" * 4000 + b"\r\n"])
+def test_a_preamble_before_the_first_boundary_is_skipped(step: int, preamble: bytes) -> None:
+    assert parse(preamble + BODY, step) == EXPECTED
+
+
+def test_a_body_that_never_reaches_its_boundary_is_refused_early() -> None:
+    reader = MultipartReader(BOUNDARY)
+    with pytest.raises(InvalidRequest, match="does not start with its boundary"):
+        for _ in range(100):
+            reader.feed(b"z" * 1000)
