@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any
 
 import msgspec
 from starlette.requests import Request
@@ -36,6 +35,7 @@ from translators.imagetask.wire import (
     PanBody,
     Stored,
     SubmitOut,
+    UpstreamSubmit,
     ZoomBody,
 )
 
@@ -86,7 +86,7 @@ def _candidates(gw: Gateway, engine: TaskEngine, principal: Principal,
 
 
 async def _submit(request: Request, principal: Principal, hooked: Hooked, *, action: str, kind: str,
-                  record: Stored, body: dict[str, Any], parent: TaskRecord | None = None) -> Response:
+                  record: Stored, body: UpstreamSubmit, parent: TaskRecord | None = None) -> Response:
     gw = get_gateway(request)
     engine = engine_of(gw)
     rid = request_id(request)
@@ -96,10 +96,9 @@ async def _submit(request: Request, principal: Principal, hooked: Hooked, *, act
     candidates = _candidates(gw, engine, principal, parent)
 
     async def send(candidate: Candidate) -> Submitted:
-        up_body = dict(body)
-        if parent is not None:
-            up_body["taskId"] = parent.upstream_task_id  # the upstream's id goes upstream only
-        return await upstream.submit(engine.http, candidate.target.upstream, kind, up_body, rid)
+        # A follow-up names the earlier task by the upstream's own id, which only goes upstream.
+        up = body if parent is None else msgspec.structs.replace(body, taskId=parent.upstream_task_id)
+        return await upstream.submit(engine.http, candidate.target.upstream, kind, up, rid)
 
     task = await engine.submit(principal, rid, new, candidates, send)
     queued = task.status == "NOT_START"
@@ -119,9 +118,8 @@ async def imagine(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, ImagineBody)
     text = v.prompt(body.prompt)
-    up: dict[str, Any] = {"prompt": text, "base64Array": v.images(body.base64Array, "base64Array", least=0)}
-    if (bot := v.choice(body.botType, "botType", v.BOT_TYPES)) is not None:
-        up["botType"] = bot
+    up = UpstreamSubmit(prompt=text, base64Array=v.images(body.base64Array, "base64Array", least=0),
+                        botType=v.choice(body.botType, "botType", v.BOT_TYPES))
     return await _submit(request, principal, body, action="IMAGINE", kind="imagine",
                          record=Stored(prompt=text), body=up)
 
@@ -130,11 +128,10 @@ async def imagine(request: Request) -> Response:
 async def blend(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, BlendBody)
-    up: dict[str, Any] = {"base64Array": v.images(body.base64Array, "base64Array", least=2)}
+    images = v.images(body.base64Array, "base64Array", least=2)
     dims = v.choice(body.dimensions, "dimensions", v.DIMENSIONS) or "SQUARE"
-    up["dimensions"] = dims
-    if (bot := v.choice(body.botType, "botType", v.BOT_TYPES)) is not None:
-        up["botType"] = bot
+    bot = v.choice(body.botType, "botType", v.BOT_TYPES)
+    up = UpstreamSubmit(base64Array=images, dimensions=dims, botType=bot)
     return await _submit(request, principal, body, action="BLEND", kind="blend", record=Stored(detail=dims),
                          body=up)
 
@@ -143,9 +140,8 @@ async def blend(request: Request) -> Response:
 async def describe(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, DescribeBody)
-    up: dict[str, Any] = {"base64": v.image(body.base64, "base64")}
-    if (bot := v.choice(body.botType, "botType", v.BOT_TYPES)) is not None:
-        up["botType"] = bot
+    image = v.image(body.base64, "base64")
+    up = UpstreamSubmit(base64=image, botType=v.choice(body.botType, "botType", v.BOT_TYPES))
     return await _submit(request, principal, body, action="DESCRIBE", kind="describe", record=Stored(),
                          body=up)
 
@@ -159,19 +155,15 @@ async def _follow(request: Request, principal: Principal, hooked: Hooked, task_i
     v.state(hooked.state)
     parent = await engine_of(gw).get_owned(principal, FAMILY, task_id)
     check_parent(parent, follow, field)
-    up: dict[str, Any]
+    text = prompt or None
     if follow.action in CHANGE_ACTIONS:
-        kind, up = "change", {"action": follow.action, "index": follow.index or 1}
+        kind, up = "change", UpstreamSubmit(action=follow.action, index=follow.index or None)
     elif follow.action == "ZOOM":
-        kind, up = "zoom", {"zoom": float(follow.detail)}
+        kind, up = "zoom", UpstreamSubmit(zoom=float(follow.detail), prompt=text)
     elif follow.action == "PAN":
-        kind, up = "pan", {"direction": follow.detail}
+        kind, up = "pan", UpstreamSubmit(direction=follow.detail, prompt=text)
     else:
-        kind, up = "modal", {}
-        if mask is not None:
-            up["maskBase64"] = mask
-    if prompt:
-        up["prompt"] = prompt
+        kind, up = "modal", UpstreamSubmit(maskBase64=mask, prompt=text)
     record = Stored(prompt=prompt or stored(parent).prompt, parent=parent.task_id, index=follow.index,
                     detail=follow.detail)
     return await _submit(request, principal, hooked, action=follow.action, kind=kind, record=record, body=up,

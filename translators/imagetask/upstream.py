@@ -10,7 +10,6 @@ upstream: the gateway itself sends callbacks.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import msgspec
 import orjson
@@ -22,7 +21,7 @@ from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
 from gateway.tasks.upstream import TaskHttp
 from translators.imagetask.render import callback_out
-from translators.imagetask.wire import Result, UpstreamSubmitted, UpstreamTask
+from translators.imagetask.wire import Result, UpstreamSubmit, UpstreamSubmitted, UpstreamTask
 
 PROTOCOL = "imagetask"
 LIST_PATH = "/imagetask/task/list-by-condition"
@@ -31,7 +30,7 @@ _PHASES: dict[str, Phase] = {"NOT_START": "queued", "SUBMITTED": "queued", "IN_P
 _SHOWN = {"CANCEL": "FAILURE"}  # statuses outside spec 3.1, as the client sees them
 _submitted = msgspec.json.Decoder(UpstreamSubmitted)
 _tasks = msgspec.json.Decoder(list[UpstreamTask])
-_result = msgspec.json.Encoder()
+_result = msgspec.json.Encoder()  # results, submissions and callback bodies
 
 
 class ImagetaskAdapter:
@@ -56,11 +55,11 @@ def _error_message(body: bytes) -> str:
     return ""
 
 
-async def submit(http: TaskHttp, upstream: UpstreamConfig, kind: str, body: Mapping[str, Any],
+async def submit(http: TaskHttp, upstream: UpstreamConfig, kind: str, body: UpstreamSubmit,
                  request_id: str) -> Submitted:
     """POST ``/imagetask/submit/<kind>``; the upstream's id and first state, or the upstream's
     refusal as an error for the client (its 4xx status, or 400 for a refusal code)."""
-    reply = await http.call(upstream, "POST", f"/imagetask/submit/{kind}", orjson.dumps(body),
+    reply = await http.call(upstream, "POST", f"/imagetask/submit/{kind}", _result.encode(body),
                             request_id=request_id)
     if reply.status >= 400:
         message = _error_message(reply.body) or f"The upstream answered HTTP {reply.status}."

@@ -121,6 +121,23 @@ class CallbackOut(msgspec.Struct):
 # --- the upstream --------------------------------------------------------------------------------
 
 
+class UpstreamSubmit(msgspec.Struct, omit_defaults=True):
+    """What the gateway sends to ``/imagetask/submit/<kind>`` upstream: the fields it validated,
+    the upstream's own id in ``taskId``; never the client's ``notifyHook`` or ``state``."""
+
+    prompt: str | None = None
+    base64Array: list[str] | None = None
+    base64: str | None = None
+    botType: str | None = None
+    dimensions: str | None = None
+    taskId: str | None = None
+    action: str | None = None
+    index: int | None = None
+    zoom: float | None = None
+    direction: str | None = None
+    maskBase64: str | None = None
+
+
 class UpstreamSubmitted(msgspec.Struct):
     code: int
     description: str = ""
