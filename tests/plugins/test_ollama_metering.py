@@ -6,21 +6,33 @@ upstream is asked. Prices: sim-chat and sim-llama 0.5 / 1.5 USD per million toke
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import ollama
 import openai
 import pytest
 
+from gateway.context import Gateway
 from gateway.records import RequestLog
-from tests.plugins.ollama_support import OllamaGateway
+from tests.plugins.ollama_support import OLLAMA_MODELS, OllamaGateway, ollama_upstream
 
 
-async def _logs(ollama_gw: OllamaGateway) -> list[RequestLog]:
-    gateway = ollama_gw.gw.gateway
-    await gateway.meter.flush()
-    page = await gateway.storage.log_page(ollama_gw.gw.user["id"], 1, 100)
-    return list(page.items)
+async def _wait_logs(gateway: Gateway, user_id: int, count: int) -> list[RequestLog]:
+    """The user's request-log rows once ``count`` are there: a stream's row is written as its relay
+    ends, which is just after the client has read the last byte."""
+    rows: list[RequestLog] = []
+    for _ in range(250):
+        await gateway.meter.flush()
+        rows = list((await gateway.storage.log_page(user_id, 1, 100)).items)
+        if len(rows) >= count:
+            break
+        await asyncio.sleep(0.02)
+    return rows
+
+
+async def _logs(ollama_gw: OllamaGateway, count: int = 1) -> list[RequestLog]:
+    return await _wait_logs(ollama_gw.gw.gateway, ollama_gw.gw.user["id"], count)
 
 
 async def _balance(ollama_gw: OllamaGateway) -> int:
@@ -69,7 +81,7 @@ async def test_embeddings_and_generate_are_metered(ollama_gw: OllamaGateway) -> 
         generated = await sdk.generate(model="sim-llama", prompt="sim:tokens=4 go")
     finally:
         await sdk.close()
-    rows = {row.route: row for row in await _logs(ollama_gw)}
+    rows = {row.route: row for row in await _logs(ollama_gw, 2)}
     embed = rows["/api/embed"]
     tokens = embedded.prompt_eval_count  # as the chat upstream reported it
     assert tokens and embed.family == "ollama" and not embed.usage_estimated
@@ -112,3 +124,21 @@ async def test_insufficient_quota_is_refused(ollama_gw: OllamaGateway, model: st
     assert row.status == 403 and row.error_code == "insufficient_quota" and row.charge_nano == 0
     assert row.attempts == 0 and row.upstream is None
     assert await _balance(ollama_gw) == before
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_no_usage_from_the_upstream_is_estimated_and_flagged(gateway_server: Any, make_config: Any,
+                                                                   ollama_sim: Any, stream: bool) -> None:
+    """An Ollama upstream that reports no counts (``nousage``): the call is still charged, from the
+    gateway's offline estimate, and the log says so."""
+    upstream = ollama_upstream(ollama_sim.base_url, api_key="sk-sim-nousage")
+    handle = await gateway_server(make_config(extra_models=OLLAMA_MODELS, extra_upstreams=[upstream]),
+                                  load_entrypoints=True)
+    user = await handle.create_user("nousage")
+    key = (await handle.create_key(user["id"]))["key"]
+    reply = await handle.request("POST", "/api/chat", key=key, json={
+        "model": "sim-llama", "stream": stream, "messages": [{"role": "user", "content": "sim:tokens=6 go"}]})
+    assert reply.status == 200, reply.text
+    (row,) = await _wait_logs(handle.gateway, user["id"], 1)
+    assert row.outcome == "usage_estimated" and row.usage_estimated
+    assert row.prompt_tokens > 0 and row.completion_tokens >= 6 and row.charge_nano > 0
