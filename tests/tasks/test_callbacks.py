@@ -100,6 +100,8 @@ PRIVATE_URLS = [
     "http://172.16.5.4/", "http://169.254.169.254/latest/meta-data/", "http://[::1]/hook",
     "http://[::ffff:127.0.0.1]/", "http://0.0.0.0/", "http://100.64.0.1/", "http://224.0.0.1/",
     "http://[fd00:ec2::254]/", "ftp://example.com/hook", "http://user:pw@8.8.8.8/", "not a url",
+    # Other spellings of loopback that resolvers accept.
+    "http://2130706433/", "http://0x7f000001/", "http://0/", "http://127.1/", "http://[::ffff:7f00:1]/",
 ]
 
 
