@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
+import msgspec
 
 from gateway.canonical import Usage
 from gateway.errors import UpstreamError
@@ -31,12 +31,12 @@ TERMINAL = frozenset({"response.completed", "response.incomplete", "response.fai
 
 
 def native_call(client: ClientRequest, history: list[Json], upstream_model: str) -> UpstreamCall:
-    body: Json = orjson.loads(client.body)
+    body: Json = msgspec.json.decode(client.body)
     body["model"] = upstream_model
     body["input"] = [item for item in (*history, *client.raw_items) if _sendable(item)]
     body.pop("previous_response_id", None)
     body["store"] = False
-    return UpstreamCall(path=PATH, body=orjson.dumps(body))
+    return UpstreamCall(path=PATH, body=msgspec.json.encode(body))
 
 
 def _sendable(item: Json) -> bool:
@@ -53,8 +53,8 @@ def rename(response: Json, meta: ResponseMeta) -> Json:
 
 def native_response(data: bytes, meta: ResponseMeta) -> tuple[Json, Usage | None]:
     try:
-        response = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        response = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
         raise UpstreamError("The upstream answered with a body that is not a Responses object.") from exc
     if not isinstance(response, dict) or not isinstance(response.get("output"), list):
         raise UpstreamError("The upstream answered with a body that is not a Responses object.")
@@ -85,7 +85,7 @@ class NativeStream:
     def _event(self, payload: bytes) -> bytes:
         if not payload.strip() or payload == b"[DONE]":
             return b""
-        event: Any = orjson.loads(payload)
+        event: Any = msgspec.json.decode(payload)
         if not isinstance(event, dict):
             return b""
         kind = event.get("type")

@@ -18,14 +18,14 @@ from __future__ import annotations
 import time
 
 import aiohttp
-import orjson
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.canonical import ChatRequest, Usage
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError
-from gateway.http import error_response, get_gateway, json_response, read_json_body, request_id
+from gateway.http import error_response, get_gateway, read_json_body, request_id
 from gateway.relay_call import CallContext
 from gateway.relay_stream import StreamRelay
 from gateway.tokens import estimate_body_tokens, estimate_parts_tokens, estimate_request_tokens
@@ -35,7 +35,7 @@ from gateway.upstream.pool import Target
 from translators.responses.items import history_items, to_canonical
 from translators.responses.native import FEATURE, NativeStream, native_call, native_response
 from translators.responses.request import ClientRequest, decode_request
-from translators.responses.response import Json, ResponseMeta, new_id, render_translated
+from translators.responses.response import Json, ResponseMeta, json_body, new_id, render_translated
 from translators.responses.state import StoredTurn, conversation, save_turn
 from translators.responses.stream import StoreBeforeEnd, TranslatedStream
 from translators.responses.stream_encode import ResponsesStreamEncoder
@@ -61,7 +61,7 @@ class ResponsesCall:
         self.input_estimate = (
             estimate_request_tokens(self.canonical)
             if self.canonical is not None
-            else estimate_body_tokens(orjson.dumps([*history, *client.raw_items]))
+            else estimate_body_tokens(msgspec.json.encode([*history, *client.raw_items]))
         )
 
     def build(self, gw: Gateway, target: Target) -> UpstreamCall:
@@ -150,7 +150,7 @@ async def _once(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Re
         if usage is None:
             usage = Usage(
                 input_tokens=call.input_estimate,
-                output_tokens=estimate_body_tokens(orjson.dumps(response.get("output"))),
+                output_tokens=estimate_body_tokens(msgspec.json.encode(response.get("output"))),
                 estimated=True,
             )
     else:
@@ -166,7 +166,7 @@ async def _once(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Re
     if call.client.request.store:
         await _store(ctx, call, response)  # durable before the client can ask for a follow-up
     ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
-    return json_response(response)
+    return json_body(response)
 
 
 async def _start(target: Target, response: aiohttp.ClientResponse) -> tuple[aiohttp.ClientResponse, bytes]:

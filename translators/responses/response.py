@@ -14,11 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+from starlette.responses import Response
 
 from gateway.canonical import ChatResponse, StopReason, TextPart, ThinkingPart, ToolCallPart, Usage
 from translators.responses.wire import ResponsesRequest, SummaryText
 
 Json = dict[str, Any]
+
+
+def json_body(obj: Any, status: int = 200) -> Response:
+    """A JSON answer written with msgspec: what clients sent (tool schemas) may hold integers wider
+    than 64 bits, which the stored and echoed response carries back."""
+    return Response(msgspec.json.encode(obj), status_code=status, media_type="application/json")
 
 
 def new_id(prefix: str) -> str:

@@ -9,9 +9,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.errors import InvalidRequest, NotFound
-from gateway.http import endpoint, get_gateway, json_response
+from gateway.http import endpoint, get_gateway
 from gateway.records import Principal
 from translators.responses.pipeline import FAMILY, create_response
+from translators.responses.response import json_body
 from translators.responses.state import KIND, get_turn, input_items
 
 MAX_LIMIT = 100
@@ -30,7 +31,7 @@ async def create(request: Request) -> Response:
 async def retrieve(request: Request) -> Response:
     principal = await _caller(request)
     turn = await get_turn(get_gateway(request).storage, principal.user.id, request.path_params["response_id"])
-    return json_response(turn.response)
+    return json_body(turn.response)
 
 
 @endpoint(FAMILY)
@@ -39,7 +40,7 @@ async def delete(request: Request) -> Response:
     response_id = request.path_params["response_id"]
     if not await get_gateway(request).storage.delete_document(KIND, response_id, principal.user.id):
         raise NotFound(f"No response with id '{response_id}' was found.")
-    return json_response({"id": response_id, "object": "response", "deleted": True})
+    return json_body({"id": response_id, "object": "response", "deleted": True})
 
 
 @endpoint(FAMILY)
@@ -59,7 +60,7 @@ async def list_input_items(request: Request) -> Response:
             )
         items = items[ids.index(after) + 1 :]
     page = items[:limit]
-    return json_response(
+    return json_body(
         {
             "object": "list",
             "data": page,

@@ -20,6 +20,7 @@ import time
 import uuid
 from typing import Any
 
+import msgspec
 import orjson
 from aiohttp import web
 
@@ -90,7 +91,7 @@ class Answer:
             counts.append(tg.count_tokens(text) + extra)
         tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
         if tools:
-            lines.append(orjson.dumps(tools).decode())
+            lines.append(msgspec.json.encode(tools).decode())
         prompt = "\n".join(lines)
         self.input_tokens = (
             sum(counts) + tg.count_tokens(lines[0]) + (tg.count_tokens(lines[-1]) if tools else 0)
@@ -230,7 +231,7 @@ async def create_response(ctx: Ctx) -> web.StreamResponse:
         event = {"type": kind, "sequence_number": seq, **fields}
         seq += 1
         await ctx.send(
-            b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n", content=content
+            b"event: " + kind.encode() + b"\ndata: " + msgspec.json.encode(event) + b"\n\n", content=content
         )
 
     await send("response.created", response=_response(ctx, rid, answer, [], "in_progress"))

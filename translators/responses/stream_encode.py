@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import orjson
 
 from gateway.canonical import (
     Finish,
@@ -47,7 +46,9 @@ CONTENT_TYPE = "text/event-stream"
 
 
 def sse(event: Json) -> bytes:
-    return b"event: " + str(event["type"]).encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+    # msgspec, not orjson: a client's tool schema (echoed in the response) may hold integers wider
+    # than 64 bits.
+    return b"event: " + str(event["type"]).encode() + b"\ndata: " + msgspec.json.encode(event) + b"\n\n"
 
 
 class ResponsesStreamEncoder:
