@@ -18,7 +18,7 @@ upstream protocol):
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -138,12 +138,10 @@ def _item_parts(
             return "user", []
         role: Role = "assistant" if item.role == "assistant" else "user"
         return role, _content(item.content, f"{at}.content", assistant=role == "assistant")
-    if item.type == "function_call":
-        assert item.call_id is not None and item.name is not None  # check_items
+    if item.type == "function_call" and item.call_id and item.name:  # (a client's: ``check_items``)
         call_names[item.call_id] = item.name
         return "assistant", [ToolCallPart(id=item.call_id, name=item.name, arguments=item.arguments or "{}")]
-    if item.type == "function_call_output":
-        assert item.call_id is not None
+    if item.type == "function_call_output" and item.call_id is not None:
         if item.call_id not in call_names:  # every protocol pairs a result with its call
             raise InvalidRequest(
                 f"`{at}.call_id`: no function call with the call id '{item.call_id}' comes "
@@ -287,6 +285,33 @@ def _thinking(request: ResponsesRequest) -> Thinking | None:
     return Thinking(effort=effort)
 
 
-def history_items(raw: list[dict[str, object]]) -> list[Item]:
-    """Stored items (JSON objects) as typed items; they were checked when they were stored."""
-    return msgspec.convert(raw, list[Item])
+KNOWN_PARTS = frozenset({"input_text", "output_text", "refusal", "input_image", "input_file"})
+
+
+def history_items(raw: list[dict[str, Any]]) -> list[Item]:
+    """Stored items (JSON objects) as typed items. A client's items were checked when stored; a
+    native upstream's output may hold what no other protocol can carry (audio parts, reasoning
+    text, built-in tool results): only the fields the translation reads are kept of those."""
+    return [_history_item(item) for item in raw]
+
+
+def _history_item(item: dict[str, Any]) -> Item:
+    kind = item.get("type", "message")
+    if kind == "reasoning":
+        summary = item.get("summary")
+        item = {
+            "type": kind,
+            "summary": summary if isinstance(summary, list) else [],
+            "encrypted_content": item.get("encrypted_content"),
+        }
+    elif kind == "message" and isinstance(item.get("content"), list):
+        item = {
+            **item,
+            "content": [p for p in item["content"] if isinstance(p, dict) and p.get("type") in KNOWN_PARTS],
+        }
+    elif kind not in ("message", "function_call", "function_call_output"):
+        return Item(type=str(kind))
+    try:
+        return msgspec.convert(item, Item)
+    except msgspec.ValidationError:
+        return Item(type="unreadable")  # dropped by the translation, as built-in records are

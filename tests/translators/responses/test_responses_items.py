@@ -107,3 +107,32 @@ def test_native_call_sends_the_whole_conversation_and_stores_nothing_upstream() 
     assert [i.get("id") for i in sent["input"]] == [None, "rs_1", "ws_1", "fc_1", None]  # rs_2 left out
     assert sent["input"][-1] == {"type": "message", "role": "user", "content": "next"}
     assert sent["tools"] == [{"type": "web_search"}] and sent["include"] == ["x"] and sent["custom"] == 1
+
+
+def test_a_native_upstreams_odd_output_is_read_leniently() -> None:
+    odd = [
+        {"type": "message", "role": "user", "content": "hi"},
+        {
+            "type": "reasoning",
+            "id": "rs_9",
+            "content": [{"type": "reasoning_text", "text": "x"}],
+            "summary": [],
+            "encrypted_content": "enc",
+        },
+        {
+            "type": "message",
+            "role": "assistant",
+            "id": "msg_9",
+            "status": "completed",
+            "content": [
+                {"type": "output_audio", "data": "AAAA"},
+                {"type": "output_text", "text": "said", "annotations": [], "logprobs": []},
+            ],
+        },
+        {"type": "code_interpreter_call", "id": "ci_1", "outputs": [{"type": "logs", "logs": "1"}]},
+        {"type": "function_call", "call_id": "c1"},  # no name: cannot be replayed
+    ]
+    client = decode_request(orjson.dumps({"model": "m", "input": "next"}))
+    request = to_canonical(client.request, history_items(odd), client.items)
+    assert [m.role for m in request.messages] == ["user", "assistant", "user"]
+    assert request.messages[1].parts == [ThinkingPart(text="", signature="enc"), TextPart("said")]
