@@ -48,6 +48,9 @@ def rename(response: Json, meta: ResponseMeta) -> Json:
     r = meta.request
     response.update(id=meta.id, model=meta.model, previous_response_id=r.previous_response_id, store=r.store)
     response.setdefault("created_at", meta.created_at)
+    output = response.get("output")
+    if isinstance(output, list):  # items are objects; anything else could not be stored or replayed
+        response["output"] = [item for item in output if isinstance(item, dict)]
     return response
 
 
@@ -89,7 +92,9 @@ class NativeStream:
         if not isinstance(event, dict):
             return b""
         kind = event.get("type")
-        self._seq = max(self._seq, int(event.get("sequence_number") or 0) + 1)
+        number = event.get("sequence_number")
+        if isinstance(number, int):
+            self._seq = max(self._seq, number + 1)
         if isinstance(event.get("delta"), str):
             self.texts.append(event["delta"])
         if isinstance(event.get("response"), dict):
