@@ -70,7 +70,7 @@ class Console:
         page = await context.new_page()
         page.on("console", self._on_console)
         page.on("pageerror", lambda exc: self.problems.append(f"page error: {exc}"))
-        page.on("requestfailed", lambda req: self.problems.append(f"request failed: {req.url}"))
+        page.on("requestfailed", self._on_request_failed)
         page.on("dialog", lambda dialog: dialog.accept())
         await page.goto(self.base_url + "/console")
         return page
@@ -82,6 +82,14 @@ class Console:
         if any(url.startswith(prefix) for prefix in self.expected_failures):
             return
         self.problems.append(f"console {msg.type}: {msg.text} ({url})")
+
+    def _on_request_failed(self, request: Any) -> None:
+        # A load the page itself gave up (an image dropped by a re-render) is not a failure.
+        if request.failure == "net::ERR_ABORTED":
+            return
+        if any(request.url.startswith(prefix) for prefix in self.expected_failures):
+            return
+        self.problems.append(f"request failed: {request.url} ({request.failure})")
 
     async def shot(self, page: Any, name: str) -> list[Path]:
         """Full-page screenshots at each width (the page is re-laid out, then restored)."""
