@@ -12,6 +12,15 @@ Modules, one job each:
 * ``stream``: the stream transforms and storing the turn before the final event;
 * ``pipeline``: ``POST /v1/responses``; ``routes``: all endpoints; ``family``: the WireFamily;
 * ``simulator``: the Responses side of the upstream simulator.
+
+An upstream that serves ``/v1/responses`` itself says so in the config, and then gets the
+Responses request (built-in tools included) instead of a translated one::
+
+    upstreams:
+      - {name: openai, protocol: chat, base_url: https://api.openai.com, api_key: ..., features: [responses]}
+
+State: ``store`` (default true) keeps each turn in the core's documents (kind ``response``), owned
+by the caller's user; ``previous_response_id`` continues it on any upstream.
 """
 
 from __future__ import annotations
