@@ -159,17 +159,21 @@ def _audit(args: argparse.Namespace) -> int:
 
 async def _run_audit(config: Config, as_json: bool) -> int:
     from gateway.bootstrap import open_database
-    from gateway.metering.audit import format_problems, run_audit
+    from gateway.metering.audit import format_problems, format_uncharged, run_audit, uncharged
 
     storage = await open_database(config)
     try:
         problems = await run_audit(storage)
+        not_charged = await uncharged(storage)
     finally:
         await storage.close()
     if as_json:
-        print(orjson.dumps({"ok": not problems, "problems": msgspec.to_builtins(problems)}).decode())
+        print(orjson.dumps({"ok": not problems, "problems": msgspec.to_builtins(problems),
+                            "uncharged": msgspec.to_builtins(not_charged)}).decode())
     else:
         print(format_problems(problems))
+        if not_charged:
+            print(format_uncharged(not_charged))
     return 1 if problems else 0
 
 

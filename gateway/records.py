@@ -79,3 +79,6 @@ class RequestLog(msgspec.Struct, omit_defaults=True):
     first_byte_ms: int | None = None
     ip: str = ""
     error_code: str | None = None
+    # The part of the actual cost that could not be charged (the balance or the key's ceiling ran
+    # out before the excess over the reservation could be taken); 0 almost always.
+    uncharged_nano: int = 0

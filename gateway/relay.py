@@ -29,7 +29,12 @@ from gateway.http import error_response, get_gateway, read_json_body, request_id
 from gateway.records import Principal
 from gateway.relay_call import CallContext, ClientCall
 from gateway.relay_stream import open_stream
-from gateway.tokens import estimate_parts_tokens, estimate_request_tokens, estimate_text_tokens
+from gateway.tokens import (
+    estimate_parts_tokens,
+    estimate_request_tokens,
+    request_token_bound,
+    text_token_bound,
+)
 from gateway.translation import EmbeddingFrontend, Frontend
 from gateway.upstream.attempt import attempt, build_call, build_embedding_call, read_body
 from gateway.upstream.pool import Target
@@ -81,7 +86,7 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         # Decoded up front only when some candidate needs translation: it sizes the reservation
         # better than the body's estimate, and a bad request is refused before any upstream sees it.
         translating = any(t.protocol != family for t in targets)
-        input_estimate = (estimate_request_tokens(call.canonical()) if translating
+        input_estimate = (request_token_bound(call.canonical()) if translating
                           else view.input_tokens_estimate)
         await ctx.reserve(ctx.worst_case(input_estimate, view.max_tokens, view.candidates))
         if view.stream:
@@ -133,7 +138,7 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
         embed = frontend.decode_embedding_request(body, path_model)
         ctx = _admit(request, principal, family, embed.model, False)
         targets = _targets(ctx.gateway, embed.model, "embed")
-        input_estimate = sum(estimate_text_tokens(text) for text in embed.inputs)
+        input_estimate = sum(text_token_bound(text) for text in embed.inputs)
         if embed.token_inputs:
             input_estimate += sum(len(tokens) for tokens in embed.token_inputs)
             targets = [t for t in targets if t.protocol == family]

@@ -127,9 +127,13 @@ class CallContext:
         self.finished = True
         usage = usage or Usage()
         # ``charge_nano``: a call priced by something other than tokens (audio minutes, characters).
+        # That figure comes from the caller's own reading of the request (a duration header, a
+        # length), so its reservation is its ceiling: a forged header cannot bill an hour for 4 kB.
+        # A token cost is what the upstream reported: charged in full, the excess over the
+        # reservation taken at settlement from what the key and the balance still allow.
         cost = charge_nano if charge_nano is not None else usage_cost(self.prices, usage, self.ratio)
         charge = cost if outcome in _CHARGED else 0
-        if self.reservation is not None:
+        if self.reservation is not None and charge_nano is not None:
             charge = min(charge, self.reservation.amount_nano)
         key = self.principal.key
         log = RequestLog(

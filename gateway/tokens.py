@@ -1,13 +1,23 @@
-"""Offline token estimates, used when an upstream reports no usage and to size reservations.
+"""Offline token counts: upper bounds that size reservations, and estimates billed when an
+upstream reports no usage.
 
-No tokenizer can be downloaded at run time, so this is a deliberate over-estimate of the common
-BPE tokenizers: one token per word or punctuation mark, or per four characters, whichever is more.
-Estimates are flagged (``Usage.estimated``) wherever they reach a bill.
+No tokenizer can be downloaded at run time. Two different questions get two different answers:
+
+* ``*_bound``: how many tokens the input can possibly be, for a reservation. Every token of the
+  common tokenizers (byte-level BPE: OpenAI's and Anthropic's; SentencePiece with byte fallback:
+  Gemini's, Llama's) covers at least one UTF-8 byte, so the UTF-8 length of the text is an upper
+  bound whatever the script: CJK, emoji, runs of one character, code, digits. A reservation is
+  the worst case; the charge is what the upstream reports (README "Money").
+* ``estimate_*``: a realistic figure for a bill when the upstream reports nothing: one token per
+  word or punctuation mark, or per four ASCII characters, whichever is more, plus one per
+  non-ASCII character (about what BPE vocabularies give CJK). Estimates are flagged
+  (``Usage.estimated``) wherever they reach a bill.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from gateway.canonical import (
     ChatRequest,
@@ -29,22 +39,32 @@ MESSAGE_OVERHEAD = 4
 def estimate_text_tokens(text: str) -> int:
     if not text:
         return 0
-    return max(len(_PIECES.findall(text)), (len(text) + 3) // 4)
+    if text.isascii():
+        return max(len(_PIECES.findall(text)), (len(text) + 3) // 4)
+    wide = sum(1 for ch in text if ord(ch) > 0x7F)
+    return max(len(_PIECES.findall(text)), (len(text) - wide + 3) // 4 + wide)
 
 
-def _part_tokens(part: Part) -> int:
+def text_token_bound(text: str) -> int:
+    """At most this many tokens, for any common tokenizer: the UTF-8 length."""
+    if text.isascii():  # O(1) in CPython
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _part_tokens(part: Part, text: Callable[[str], int] = estimate_text_tokens) -> int:
     if isinstance(part, TextPart):
-        return estimate_text_tokens(part.text)
+        return text(part.text)
     if isinstance(part, ImagePart):
         return IMAGE_TOKENS
     if isinstance(part, DocumentPart):
-        return estimate_text_tokens(part.text) if part.text else DOCUMENT_PAGE_TOKENS
+        return text(part.text) if part.text else DOCUMENT_PAGE_TOKENS
     if isinstance(part, ToolCallPart):
-        return estimate_text_tokens(part.name) + estimate_text_tokens(part.arguments)
+        return text(part.name) + text(part.arguments)
     if isinstance(part, ToolResultPart):
-        return sum(_part_tokens(p) for p in part.content) + MESSAGE_OVERHEAD
+        return sum(_part_tokens(p, text) for p in part.content) + MESSAGE_OVERHEAD
     if isinstance(part, ThinkingPart):
-        return estimate_text_tokens(part.text)
+        return text(part.text)
     return 0
 
 
@@ -52,34 +72,55 @@ def estimate_parts_tokens(parts: list[Part]) -> int:
     return sum(_part_tokens(p) for p in parts)
 
 
-def estimate_request_tokens(request: ChatRequest) -> int:
-    """Prompt tokens of a canonical request: system, messages and tool declarations."""
-    total = sum(estimate_text_tokens(p.text) for p in request.system)
+def _request_tokens(request: ChatRequest, text: Callable[[str], int]) -> int:
+    total = sum(text(p.text) for p in request.system)
     for message in request.messages:
-        total += MESSAGE_OVERHEAD + estimate_parts_tokens(message.parts)
+        total += MESSAGE_OVERHEAD + sum(_part_tokens(p, text) for p in message.parts)
     for tool in request.tools:
-        total += estimate_text_tokens(tool.name) + estimate_text_tokens(tool.description or "")
-        total += estimate_text_tokens(str(tool.parameters))
+        total += text(tool.name) + text(tool.description or "")
+        total += text(str(tool.parameters))
     return total
+
+
+def estimate_request_tokens(request: ChatRequest) -> int:
+    """Prompt tokens of a canonical request (system, messages, tool declarations): an estimate."""
+    return _request_tokens(request, estimate_text_tokens)
+
+
+def request_token_bound(request: ChatRequest) -> int:
+    """Prompt tokens of a canonical request, at most (for its reservation)."""
+    return _request_tokens(request, text_token_bound)
 
 
 _BASE64_MASK = bytes(0x31 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "+/=") else 0x30
                      for b in range(256))
 _BASE64_RUN = 4096
 _RUN_NEEDLE = b"1" * _BASE64_RUN
+# What precedes inline media in the three families: a data URL (``...;base64,``) or a ``"data"``
+# field (message-protocol ``source``, v1beta ``inlineData``, chat ``input_audio``).
+_MEDIA_BEFORE = re.compile(rb'(?:;base64,|"data"\s*:\s*")$')
 
 
 def estimate_body_tokens(body: bytes) -> int:
-    """Upper bound from raw JSON bytes, for the fast path that does not decode the prompt.
-    Inline base64 media would inflate it, so each run of 4096+ base64 characters counts as one
-    image. (A byte mask and ``find`` instead of a regex: ~15x faster on large bodies.)"""
-    text_len = len(body)
-    if text_len >= _BASE64_RUN:
+    """A rough estimate from raw JSON bytes (a third of them; inline media as ``body_token_bound``
+    counts it). Not a bound: reservations use ``body_token_bound``."""
+    return max(body_token_bound(body) // 3, 1)
+
+
+def body_token_bound(body: bytes) -> int:
+    """At most this many prompt tokens in a JSON request body, for the fast path that does not
+    decode the prompt: its UTF-8 length (JSON syntax and escapes only add bytes), except that
+    inline base64 media (4096+ base64 characters right after a data URL prefix or a ``"data"``
+    key) counts as one image each. Any other long run (a hash, a run of one letter) is text and
+    counts in full. (A byte mask and ``find`` instead of a regex: ~15x faster on large bodies.)"""
+    total = len(body)
+    if total >= _BASE64_RUN:
         mask = body.translate(_BASE64_MASK)
         start = mask.find(_RUN_NEEDLE)
         while start != -1:
             end = mask.find(b"0", start + _BASE64_RUN)
-            end = text_len if end == -1 else end
-            text_len -= (end - start) - IMAGE_TOKENS * 4
+            end = len(body) if end == -1 else end
+            if _MEDIA_BEFORE.search(body, max(start - 16, 0), start):
+                total -= (end - start) - IMAGE_TOKENS
             start = mask.find(_RUN_NEEDLE, end)
-    return max(text_len // 3, 1)
+    return max(total, 1)

@@ -7,6 +7,8 @@ worker per scrape target):
 * ``gateway_request_duration_seconds{route, model}`` (histogram)
 * ``gateway_upstream_errors_total{upstream, outcome}``: upstream failures and cut streams
 * ``gateway_tokens_total{model, kind}``: prompt / completion tokens served
+* ``gateway_uncharged_requests_total``, ``gateway_uncharged_usd_total``: served cost that could
+  not be charged (balance or key ceiling exhausted; README "Money")
 
 The state lives in ``gateway.extensions["metrics"]``, made at start-up: nothing module-global.
 Model labels are limited to the catalogue's ids (anything else is ``other``), so a client cannot
@@ -126,8 +128,21 @@ def _labels(**labels: str) -> str:
 
 @endpoint(DEFAULT_FAMILY)
 async def metrics_endpoint(request: Request) -> Response:
-    metrics: Metrics = get_gateway(request).extensions[EXTENSION]  # type: ignore[assignment]
-    return Response(metrics.render(), media_type=CONTENT_TYPE)
+    gw = get_gateway(request)
+    metrics: Metrics = gw.extensions[EXTENSION]  # type: ignore[assignment]
+    return Response(metrics.render() + render_uncharged(gw.meter.uncharged_calls, gw.meter.uncharged_nano),
+                    media_type=CONTENT_TYPE)
+
+
+def render_uncharged(calls: int, nano: int) -> str:
+    """Served cost that could not be charged (counted by the Meter when its settlement commits)."""
+    out: list[str] = []
+    _family(out, "gateway_uncharged_requests_total", "counter",
+            "Served calls whose actual cost exceeded what the balance or key ceiling still allowed.")
+    out.append(f"gateway_uncharged_requests_total {calls}")
+    _family(out, "gateway_uncharged_usd_total", "counter", "Cost of served calls that could not be charged.")
+    out.append(f"gateway_uncharged_usd_total {nano / 1e9:.9f}")
+    return "\n".join(out) + "\n"
 
 
 @hookimpl

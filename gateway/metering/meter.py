@@ -7,8 +7,10 @@ Policy
   upstream on a hold that is not durable. The storage does it as one conditional transaction
   (user balance and key ceiling; see ``gateway.storage.base``); the SQL backends group concurrent
   reserves into one transaction, each evaluated on its own.
-* ``finish`` never waits: the settlement (charge = min(actual, reserved)) and the request log are
-  queued and committed by the batch writer (``writer.py``) in one transaction every
+* ``finish`` never waits: the settlement (the actual charge; above the reservation, the excess is
+  taken at commit from what the key's ceiling and the user's balance still allow, and the rest
+  recorded as ``uncharged``, see ``gateway.storage.sql_money.book_closures``) and the request log
+  are queued and committed by the batch writer (``writer.py``) in one transaction every
   ``flush_interval_s`` or when ``batch_max`` are waiting. A database outage is retried with
   backoff and logged; an item the database refuses is isolated and written in a degraded form
   (see ``writer.py``); nothing is dropped silently.
@@ -57,7 +59,10 @@ class Meter:
         self.heartbeat_s = heartbeat_s
         self.stale_after_s = stale_after_s
         self._writer = BatchWriter(storage, batch_max=batch_max, flush_interval_s=flush_interval_s,
-                                   probe=self._heartbeat)
+                                   probe=self._heartbeat, on_uncharged=self._uncharged)
+        # Calls whose cost could not be charged in full, and how much (``gateway_uncharged_*``).
+        self.uncharged_calls = 0
+        self.uncharged_nano = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
         self._abandoned: set[asyncio.Future[bool]] = set()  # reserve attempts whose caller left
@@ -149,12 +154,13 @@ class Meter:
 
     def finish(self, log: RequestLog, reservation: Reservation | None, charge_nano: int) -> None:
         """Queue the settlement (or only the log when nothing was reserved) and report the call to
-        ``on_finished``. ``log.charge_nano`` is set to the actual charge, min(charge, reserved)."""
+        ``on_finished``. ``log.charge_nano`` is the cost to charge; once committed, the log holds
+        what was charged and what could not be (``uncharged_nano``)."""
         if reservation is None:
             log.charge_nano = 0
             self._writer.put(log)
         else:
-            log.charge_nano = min(max(charge_nano, 0), reservation.amount_nano)
+            log.charge_nano = min(max(charge_nano, 0), MAX_NANO)
             self._writer.put(Settlement(reservation, log.charge_nano, log))
         if self._stopped:
             logger.warning("meter already stopped: settlement of %s is written only by a later flush",
@@ -164,6 +170,13 @@ class Meter:
                 self.on_finished(log)
             except Exception:
                 logger.exception("on_finished subscriber failed for %s", log.request_id)
+
+    def _uncharged(self, log: RequestLog) -> None:
+        self.uncharged_calls += 1
+        self.uncharged_nano += log.uncharged_nano
+        logger.warning("request %s (user %d, key %d) cost %d nano-USD more than could be charged: the "
+                       "balance or the key's ceiling ran out; recorded as uncharged", log.request_id,
+                       log.user_id, log.key_id, log.uncharged_nano)
 
     def _release_if_held(self, attempt: asyncio.Future[bool], reservation: Reservation) -> None:
         self._abandoned.discard(attempt)

@@ -37,13 +37,16 @@ def _request_id(item: Item) -> str:
 
 class BatchWriter:
     def __init__(self, storage: Storage, *, batch_max: int = 256, flush_interval_s: float = 0.005,
-                 probe: Callable[[], Awaitable[object]] | None = None) -> None:
+                 probe: Callable[[], Awaitable[object]] | None = None,
+                 on_uncharged: Callable[[RequestLog], None] | None = None) -> None:
         """``probe`` is a cheap write that tells whether the database works at all (default: a
-        read of the auth version)."""
+        read of the auth version). ``on_uncharged`` is told, once committed, of each settled call
+        whose cost could not be charged in full."""
         if batch_max < 1:
             raise ValueError("batch_max must be at least 1")
         self._storage = storage
         self._probe = probe or storage.auth_version
+        self._on_uncharged = on_uncharged
         self._batch_max = batch_max
         self._interval = flush_interval_s
         self._queue: deque[Item] = deque()
@@ -173,6 +176,10 @@ class BatchWriter:
         logs = [i for i in batch if not isinstance(i, Settlement)]
         await self._storage.settle_many(settlements, logs)
         self._written.update(id(i) for i in batch)
+        if self._on_uncharged is not None:
+            for s in settlements:
+                if s.log is not None and s.log.uncharged_nano > 0:
+                    self._on_uncharged(s.log)
 
     async def _database_ok(self) -> bool:
         try:

@@ -39,7 +39,11 @@ class Reservation(msgspec.Struct, frozen=True):
 
 
 class Settlement(msgspec.Struct, frozen=True):
-    """Close a reservation: charge ``charge_nano`` (capped at the reservation), or 0 to release."""
+    """Close a reservation: charge ``charge_nano``, or 0 to release. A charge above the reservation
+    takes the excess from what the user's balance and the key's ceiling still allow, in the same
+    transaction; the rest is recorded as uncharged (``RequestLog.uncharged_nano``, an
+    ``uncharged`` ledger row), and the log's ``charge_nano`` / ``uncharged_nano`` are set to what
+    was booked."""
 
     reservation: Reservation
     charge_nano: int
@@ -125,6 +129,16 @@ class TaskCallback(msgspec.Struct, frozen=True):
 class AuditProblem(msgspec.Struct):
     subject: str  # "user 3" / "key 7"
     problem: str
+
+
+class UnchargedEntry(msgspec.Struct):
+    """A served call's cost that could not be charged (balance or key ceiling exhausted)."""
+
+    ts: float
+    request_id: str
+    user_id: int
+    key_id: int | None
+    uncharged_nano: int
 
 
 class KeyChanges(msgspec.Struct, omit_defaults=True):
@@ -250,6 +264,10 @@ class Storage(ABC):
 
     @abstractmethod
     async def audit(self) -> list[AuditProblem]: ...
+
+    async def uncharged_entries(self, limit: int = 1000) -> list[UnchargedEntry]:
+        """The newest ``uncharged`` ledger rows (what ``gateway audit`` lists)."""
+        raise NotImplementedError
 
     # --- request log and usage ------------------------------------------------------------------
     @abstractmethod

@@ -30,6 +30,7 @@ from gateway.storage.base import (
     Settlement,
     Storage,
     TaskRecord,
+    UnchargedEntry,
 )
 from gateway.storage.migrations import load_migrations
 from gateway.storage.sql_documents import SqlDocuments
@@ -285,7 +286,7 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
             closed = []
             for row in await m.delete_reservations(tx, list(wanted)):
                 s = wanted[row["request_id"]]
-                closed.append((row, min(max(s.charge_nano, 0), row["amount_nano"]), s.log))
+                closed.append((row, max(s.charge_nano, 0), s.log))  # above the hold: see book_closures
             await m.book_closures(tx, closed, count_requests=True, release_kind="release")
             if logs:
                 await tx.executemany(m.INSERT_LOG, [m.log_row(log) for log in logs])
@@ -313,6 +314,13 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
     async def audit(self) -> list[AuditProblem]:
         async with self._snapshot() as tx:
             return await m.audit_in_tx(tx)
+
+    async def uncharged_entries(self, limit: int = 1000) -> list[UnchargedEntry]:
+        rows = await self._fetch(
+            "SELECT ts, request_id, user_id, key_id, uncharged_nano FROM ledger WHERE kind = 'uncharged' "
+            "ORDER BY id DESC LIMIT ?", (limit,))
+        return [UnchargedEntry(ts=r["ts"], request_id=r["request_id"], user_id=r["user_id"],
+                               key_id=r["key_id"], uncharged_nano=r["uncharged_nano"]) for r in rows]
 
     # --- request log and usage ------------------------------------------------------------------
     async def write_logs(self, logs: Sequence[RequestLog]) -> None:

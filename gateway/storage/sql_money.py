@@ -63,6 +63,7 @@ INSERT_LOG = (f"INSERT INTO request_logs ({', '.join(LOG_FIELDS)}) "
 
 
 def log_row(log: RequestLog, charge_nano: int | None = None) -> tuple[Any, ...]:
+    """The INSERT_LOG values of ``log`` (``charge_nano``: what was charged, when it differs)."""
     row = msgspec.structs.astuple(log)
     if charge_nano is not None:
         row = (*row[:_CHARGE_AT], charge_nano, *row[_CHARGE_AT + 1:])
@@ -90,6 +91,9 @@ _INSERT_RESERVATION = f"INSERT INTO reservations ({RES_COLUMNS}) VALUES (?, ?, ?
 INSERT_LEDGER = """INSERT INTO ledger
 (ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
+INSERT_LEDGER_UNCHARGED = """INSERT INTO ledger
+(ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano, uncharged_nano)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 
 async def reserve_in_tx(tx: Tx, r: Reservation, now_sql: str) -> bool:
@@ -176,6 +180,9 @@ class GroupReserve:
 _BOOK_USER = """UPDATE users SET balance_nano = balance_nano + ?, used_nano = used_nano + ?,
 request_count = request_count + ? WHERE id = ?"""
 _BOOK_KEY = "UPDATE api_keys SET spent_nano = spent_nano + ?, reserved_nano = reserved_nano - ? WHERE id = ?"
+# The excess over a hold (``_charge_excess``); its amount never exceeds the room read just before.
+_TAKE_USER = "UPDATE users SET balance_nano = balance_nano - ?, used_nano = used_nano + ? WHERE id = ?"
+_TAKE_KEY = "UPDATE api_keys SET spent_nano = spent_nano + ? WHERE id = ?"
 
 
 async def delete_reservations(tx: Tx, request_ids: Sequence[str]) -> list[Row]:
@@ -191,32 +198,92 @@ async def delete_reservations(tx: Tx, request_ids: Sequence[str]) -> list[Row]:
 
 async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | None]], *,
                         count_requests: bool, release_kind: str) -> None:
-    """Money effects of closed reservations: (reservation row, charge <= amount, log or None)."""
+    """Money effects of closed reservations: (reservation row, charge, log or None).
+
+    A charge up to the reservation comes out of the hold. A charge above it (the upstream reported
+    more than the estimate reserved) takes the excess from what the user's balance and the key's
+    ceiling still allow *now*, in this transaction: the rows are locked by the updates of the
+    held part first (the lock order of this module), then read back, so a concurrent call on the
+    same key or user can never make either overspend. Whatever could not be charged is written on
+    the log row (``uncharged_nano``) and as an ``uncharged`` ledger row (no money moves)."""
+    if not closed:
+        return
     users: dict[int, list[int]] = {}  # id -> [balance delta, used delta, requests]
     keys: dict[int, list[int]] = {}  # id -> [spent delta, reserved decrease]
+    helds: list[int] = []  # the part of each charge the hold covers
+    excess: list[int] = []  # the part above it
+    for row, charge, _ in closed:
+        amount, user_id, key_id = row["amount_nano"], row["user_id"], row["key_id"]
+        held = min(max(charge, 0), amount)
+        helds.append(held)
+        excess.append(max(charge, 0) - held)
+        u = users.setdefault(user_id, [0, 0, 0])
+        u[0] += amount - held
+        u[1] += held
+        u[2] += int(count_requests)
+        k = keys.setdefault(key_id, [0, 0])
+        k[0] += held
+        k[1] += amount
+    await tx.executemany(_BOOK_USER, [(*v, i) for i, v in sorted(users.items())])
+    await tx.executemany(_BOOK_KEY, [(*v, i) for i, v in sorted(keys.items())])
+    extra = await _charge_excess(tx, closed, excess) if any(excess) else [0] * len(closed)
     ledger: list[tuple[Any, ...]] = []
     logs: list[tuple[Any, ...]] = []
     ts = time.time()
-    for row, charge, log in closed:
+    for (row, _, log), held, over, taken in zip(closed, helds, excess, extra, strict=True):
         amount, user_id, key_id = row["amount_nano"], row["user_id"], row["key_id"]
-        u = users.setdefault(user_id, [0, 0, 0])
-        u[0] += amount - charge
-        u[1] += charge
-        u[2] += int(count_requests)
-        k = keys.setdefault(key_id, [0, 0])
-        k[0] += charge
-        k[1] += amount
-        ledger.append((ts, "settle" if charge else release_kind, row["request_id"], user_id, key_id,
-                       amount - charge, charge, amount))
+        charged = held + taken
+        ledger.append((ts, "settle" if charged else release_kind, row["request_id"], user_id, key_id,
+                       amount - charged, charged, amount, 0))
+        if over - taken:
+            ledger.append((ts, "uncharged", row["request_id"], user_id, key_id, 0, 0, 0, over - taken))
         if log is not None:
-            logs.append(log_row(log, charge))
-    if not closed:
-        return
-    await tx.executemany(_BOOK_USER, [(*v, i) for i, v in sorted(users.items())])
-    await tx.executemany(_BOOK_KEY, [(*v, i) for i, v in sorted(keys.items())])
-    await tx.executemany(INSERT_LEDGER, ledger)
+            log.charge_nano = charged
+            log.uncharged_nano = over - taken
+            logs.append(log_row(log))
+    await tx.executemany(INSERT_LEDGER_UNCHARGED, ledger)
     if logs:
         await tx.executemany(INSERT_LOG, logs)
+
+
+async def _charge_excess(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | None]],
+                         excess: Sequence[int]) -> list[int]:
+    """How much of each excess is taken (in ``closed`` order), and take it. Runs after the held
+    parts were booked, so every row read here is already locked by this transaction."""
+    user_ids = sorted({row["user_id"] for (row, _, _), over in zip(closed, excess, strict=True) if over})
+    key_ids = sorted({row["key_id"] for (row, _, _), over in zip(closed, excess, strict=True) if over})
+    room_user: dict[int, int] = {}
+    room_key: dict[int, int | None] = {}  # None: the key has no ceiling
+    for part in chunks(user_ids):
+        sql = f"SELECT id, balance_nano FROM users WHERE id IN {in_list(len(part))}"
+        for u in await tx.fetchall(sql, part):
+            room_user[u["id"]] = max(int(u["balance_nano"]), 0)
+    for part in chunks(key_ids):
+        for k in await tx.fetchall("SELECT id, quota_nano, spent_nano, reserved_nano FROM api_keys "
+                                   f"WHERE id IN {in_list(len(part))}", part):
+            quota = k["quota_nano"]
+            left = None if quota is None else quota - k["spent_nano"] - k["reserved_nano"]
+            room_key[k["id"]] = None if left is None else max(left, 0)
+    taken: list[int] = []
+    users: dict[int, int] = {}
+    keys: dict[int, int] = {}
+    for (row, _, _), over in zip(closed, excess, strict=True):
+        if not over:
+            taken.append(0)
+            continue
+        user_id, key_id = row["user_id"], row["key_id"]
+        key_room = room_key.get(key_id, 0)
+        take = min(over, room_user.get(user_id, 0), over if key_room is None else key_room)
+        room_user[user_id] = room_user.get(user_id, 0) - take
+        if key_room is not None:
+            room_key[key_id] = key_room - take
+        users[user_id] = users.get(user_id, 0) + take
+        keys[key_id] = keys.get(key_id, 0) + take
+        taken.append(take)
+    if users:
+        await tx.executemany(_TAKE_USER, [(v, v, i) for i, v in sorted(users.items()) if v])
+        await tx.executemany(_TAKE_KEY, [(v, i) for i, v in sorted(keys.items()) if v])
+    return taken
 
 
 async def release_where(tx: Tx, where: str, args: Sequence[Any]) -> int:

@@ -73,22 +73,24 @@ async def test_hundred_concurrent_calls_ten_fit(storage: Storage, new_principal:
     assert await run_audit(storage) == []
 
 
-async def test_finish_caps_charge_and_reports(storage: Storage, new_principal: NewPrincipal, meters) -> None:
+async def test_finish_charges_actual_cost_and_reports(storage: Storage, new_principal: NewPrincipal,
+                                                      meters) -> None:
+    """Above the reservation, the excess is taken from the balance (README "Money")."""
     seen: list[RequestLog] = []
     p = await new_principal(balance_nano=10_000)
     meter = meters(on_finished=seen.append)
     await meter.start()
     r = await meter.reserve("big", p, 1_000)
-    meter.finish(sample_log(p, "big"), r, 5_000)  # over the reservation: capped
+    meter.finish(sample_log(p, "big"), r, 5_000)  # over the reservation: charged in full
     meter.finish(sample_log(p, "free", outcome="client_error"), None, 300)  # nothing reserved: free
-    assert [(x.request_id, x.charge_nano) for x in seen] == [("big", 1_000), ("free", 0)]
+    assert [(x.request_id, x.charge_nano) for x in seen] == [("big", 5_000), ("free", 0)]
     await meter.flush()
     user = await storage.get_user(p.user.id)
-    assert user is not None and (user.balance_nano, user.used_nano) == (9_000, 1_000)
-    assert {(x.request_id, x.charge_nano) for x in (await storage.log_page(p.user.id, 1, 10)).items} == {
-        ("big", 1_000), ("free", 0)}
+    assert user is not None and (user.balance_nano, user.used_nano) == (5_000, 5_000)
+    assert {(x.request_id, x.charge_nano, x.uncharged_nano)
+            for x in (await storage.log_page(p.user.id, 1, 10)).items} == {("big", 5_000, 0), ("free", 0, 0)}
     with pytest.raises(InsufficientQuota) as info:
-        await meter.reserve("too-much", p, 9_001)
+        await meter.reserve("too-much", p, 5_001)
     assert info.value.status == 403 and info.value.code == "insufficient_quota"
     assert await run_audit(storage) == []
 

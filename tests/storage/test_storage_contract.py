@@ -111,20 +111,24 @@ async def test_reserve_checks_balance_and_key_ceiling(storage: Storage, new_prin
     assert await storage.audit() == []
 
 
-async def test_settle_caps_charge_and_happens_once(storage: Storage, new_principal: NewPrincipal) -> None:
+async def test_settle_charges_excess_within_limits_and_happens_once(storage: Storage,
+                                                                   new_principal: NewPrincipal) -> None:
+    """A charge above the hold takes what the key's ceiling allows (800 here); the rest is
+    recorded as uncharged, on the log row and in the ledger, never dropped."""
     p = await new_principal(balance_nano=1_000, quota_nano=800)
     r = reservation(p, "req", 300)
     assert await storage.reserve(r)
     log = request_log(p, "req")
-    await storage.settle_many([Settlement(r, 450, log)])  # capped at 300
+    await storage.settle_many([Settlement(r, 900, log)])  # 300 held + 500 taken, 100 beyond the key
     await storage.settle_many([Settlement(r, 100, request_log(p, "req"))])  # already closed: nothing
     user, key = await storage.get_user(p.user.id), await storage.get_key(p.key.id)
     assert user is not None and key is not None
-    assert (user.balance_nano, user.used_nano, user.request_count) == (700, 300, 1)
-    assert (key.spent_nano, key.reserved_nano) == (300, 0)
+    assert (user.balance_nano, user.used_nano, user.request_count) == (200, 800, 1)
+    assert (key.spent_nano, key.reserved_nano) == (800, 0)
     page = await storage.log_page(p.user.id, 1, 10)
     assert page.total == 1
-    assert page.items[0] == msgspec.structs.replace(log, charge_nano=300)
+    assert page.items[0] == msgspec.structs.replace(log, charge_nano=800, uncharged_nano=100)
+    assert [(e.request_id, e.uncharged_nano) for e in await storage.uncharged_entries()] == [("req", 100)]
     assert await storage.audit() == []
 
 
@@ -228,7 +232,7 @@ async def test_log_page_and_daily_costs(storage: Storage, new_principal: NewPrin
 async def test_request_log_columns_cover_record() -> None:
     text = "".join(m.sql for m in load_migrations())
     for field in RequestLog.__struct_fields__:
-        assert f"    {field} " in text, field
+        assert f"    {field} " in text or f"ALTER TABLE request_logs ADD COLUMN {field} " in text, field
 
 
 # --- tasks -------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import orjson
 from gateway.canonical import ChatRequest, Message, TextPart, Usage
 from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
-from gateway.tokens import estimate_body_tokens
+from gateway.tokens import body_token_bound
 from gateway.translation import RequestView, UpstreamCall
 from gateway.wire.decode import decode
 from gateway.wire.sse import complete_end, event_data, split_events
@@ -42,7 +42,7 @@ def peek_request(body: bytes, path_model: str | None) -> RequestView:
     copies = max(view.n or 1, view.best_of or 1)  # best_of: every generated candidate is billed
     stream_usage = stream and view.stream_options is not None and bool(view.stream_options.include_usage)
     return RequestView(model=model, stream=stream, max_tokens=max_tokens,
-                       input_tokens_estimate=estimate_body_tokens(body), stream_usage=stream_usage,
+                       input_tokens_estimate=body_token_bound(body), stream_usage=stream_usage,
                        candidates=copies)
 
 

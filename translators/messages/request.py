@@ -47,7 +47,7 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
-from gateway.tokens import estimate_body_tokens
+from gateway.tokens import body_token_bound
 from gateway.translation import RequestView
 from gateway.wire.decode import decode_body
 from translators.messages import wire
@@ -120,7 +120,7 @@ def peek(body: bytes) -> RequestView:
     check_scalars(view.model, view.max_tokens, view.stream, view.temperature, view.top_p, view.top_k)
     check_roles(None if view.messages is None else [m.role for m in view.messages])
     return RequestView(model=view.model, stream=bool(view.stream), max_tokens=view.max_tokens,
-                       input_tokens_estimate=estimate_body_tokens(body), stream_usage=True)
+                       input_tokens_estimate=body_token_bound(body), stream_usage=True)
 
 
 # --- full decode -------------------------------------------------------------------------------------

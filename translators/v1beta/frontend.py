@@ -13,7 +13,7 @@ import msgspec
 from gateway.canonical import ChatRequest, ChatResponse, Usage
 from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
-from gateway.tokens import estimate_body_tokens
+from gateway.tokens import body_token_bound
 from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
 from gateway.wire.decode import decode_body
 from translators.v1beta import wire
@@ -54,7 +54,7 @@ class V1betaFrontend:
             raise InvalidRequest("`generationConfig.maxOutputTokens` must be a positive integer.",
                                  param="generationConfig.maxOutputTokens")
         return RequestView(model=model, stream=stream_hint, max_tokens=max_tokens,
-                           input_tokens_estimate=estimate_body_tokens(body), stream_usage=True,
+                           input_tokens_estimate=body_token_bound(body), stream_usage=True,
                            candidates=n or 1)
 
     def decode_request(self, call: ClientCall) -> ChatRequest:
