@@ -234,13 +234,20 @@ class StreamRelay(Response):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, OSError, UpstreamFailure):
                     await task
-            # Closing (not releasing) drops the connection, which stops the upstream generating.
-            self._response.close()
-            usage = self._transform.usage()
-            if outcome == "success" and usage.estimated:
-                outcome = "usage_estimated"
-            self._ctx.finish(200, outcome, usage,
-                             error_code="upstream_error" if outcome == "upstream_cut" else None)
+            self._settle(outcome)
+
+    def _settle(self, outcome: Outcome) -> None:
+        """Close the upstream and meter the call; once (the pump settles before its last bytes go
+        out, so a client that has read the end of the stream finds the call metered)."""
+        # Closing (not releasing) drops the connection, which stops the upstream generating.
+        self._response.close()
+        if self._ctx.finished:
+            return
+        usage = self._transform.usage()
+        if outcome == "success" and usage.estimated:
+            outcome = "usage_estimated"
+        error_code = "upstream_error" if outcome == "upstream_cut" else None
+        self._ctx.finish(200, outcome, usage, error_code=error_code)
 
     @staticmethod
     async def _watch_disconnect(receive: Receive) -> None:
@@ -267,9 +274,10 @@ class StreamRelay(Response):
                         self._ctx.request_id, exc_info=True)
             broken = True
         tail = transform.close()
+        outcome: Outcome = "success"
         if broken or not transform.complete:
             tail = transform.error(502, "upstream_error", "The upstream stream ended before it was complete.")
-            await send({"type": "http.response.body", "body": tail, "more_body": False})
-            return "upstream_cut"
+            outcome = "upstream_cut"
+        self._settle(outcome)
         await send({"type": "http.response.body", "body": tail, "more_body": False})
-        return "success"
+        return outcome
