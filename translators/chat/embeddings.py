@@ -19,7 +19,7 @@ import orjson
 from gateway.canonical import EmbeddingRequest, EmbeddingResponse, Usage
 from gateway.errors import InvalidRequest
 from gateway.translation import UpstreamCall
-from gateway.wire.decode import decode
+from gateway.wire.decode import decode, field_error
 from translators.chat.fastpath import read_usage, replace_model
 from translators.chat.validation import require
 from translators.chat.wire import embeddings_request_decoder
@@ -134,7 +134,7 @@ class ChatEmbeddingFrontend:
             try:
                 obj = orjson.loads(body)
             except orjson.JSONDecodeError as exc:  # decoded once, but unknown fields were only skipped
-                raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
+                raise field_error(exc) from exc
             obj["model"] = upstream_model
             body = orjson.dumps(obj)
         return UpstreamCall(path=self.upstream_path, body=body)

@@ -23,7 +23,7 @@ from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
 from gateway.tokens import body_token_bound
 from gateway.translation import RequestView, UpstreamCall
-from gateway.wire.decode import decode
+from gateway.wire.decode import decode, field_error
 from gateway.wire.sse import complete_end, event_data, split_events
 from translators.chat.mapping import usage_from_wire
 from translators.chat.wire import peek_decoder, usage_only_decoder
@@ -54,7 +54,7 @@ def forward_body(body: bytes, view: RequestView, upstream_model: str) -> bytes:
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError as exc:  # msgspec accepted it; orjson is stricter on huge ints
-        raise InvalidRequest(f"The request body is not valid JSON: {exc}") from exc
+        raise field_error(exc) from exc
     if aliased:
         obj["model"] = upstream_model
     if ask_usage:
