@@ -22,6 +22,7 @@ const ADMIN_PAGES = {
 };
 
 const app = () => document.getElementById("app");
+let renderSeq = 0;
 
 function route() {
   const raw = location.hash.replace(/^#/, "") || "/";
@@ -89,18 +90,24 @@ async function render() {
     history.replaceState(null, "", `#${path}`);
   }
   nav(pages, path, current.role === "admin" ? "admin" : "user");
-  const root = app();
-  mount(root, h("p", { class: "muted" }, "Loading…"));
+  // The page is built off-screen and shown only if no other page was asked for meanwhile, so a
+  // slow answer for a page the user already left never covers the page they are on.
+  const seq = ++renderSeq;
+  const root = h("div", { class: "page" });
+  mount(app(), h("p", { class: "muted" }, "Loading…"));
   try {
     await pages[path][1](root, params);
+    if (seq !== renderSeq) return;
+    mount(app(), root);
     document.title = `${pages[path][0]} · Model gateway console`;
   } catch (error) {
+    if (seq !== renderSeq) return;
     if (error.status === 401) {
       session.clear();
       signIn("Your credential is no longer accepted; sign in again.");
       return;
     }
-    mount(root, errorBox(error));
+    mount(app(), errorBox(error));
   }
 }
 
