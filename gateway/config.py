@@ -9,10 +9,10 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 import msgspec
@@ -44,6 +44,10 @@ class BillingConfig(_Section):
 class GroupConfig(_Section):
     ratio: float = 1.0
     models: list[str] | None = None
+    # Defaults for the keys of this group's users that set no ``rpm`` / ``tpm`` of their own
+    # (``gateway.ratelimit``): requests and tokens per minute per key; None = no limit.
+    rpm: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    tpm: Annotated[int, msgspec.Meta(ge=1)] | None = None
 
 
 class Price(_Section):
@@ -95,6 +99,13 @@ class UpstreamConfig(_Section):
     # Optional APIs the upstream serves besides its protocol's standard paths. The core does not
     # read them: a translator that can use one looks for the name it documents.
     features: list[str] = []
+    # Extra headers sent with every call to this upstream (OpenRouter's ``HTTP-Referer``, an
+    # organisation header, a proxy's own credential); they win over the protocol's auth header.
+    headers: dict[str, str] = {}
+    # How URLs and the credential are laid out: "standard" (the protocol's own paths under
+    # ``base_url``) or a style the protocol's adapter declares (``azure`` for ``chat``).
+    style: str = "standard"
+    api_version: str | None = None  # the ``api-version`` query of styles that need one (azure)
 
     def model_map(self) -> dict[str, str]:
         """Public model id -> the id this upstream knows it by."""
@@ -251,8 +262,13 @@ def _check_semantics(config: Config, errors: list[str]) -> None:
         parts = urlsplit(up.base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
             errors.append(f"{where}.base_url: must be an http(s) URL, got {up.base_url!r}")
+        if parts.query or parts.fragment:
+            errors.append(f"{where}.base_url: must not have a query or fragment, got {up.base_url!r}")
         if up.weight < 1:
             errors.append(f"{where}.weight: must be at least 1")
+        for header, value in up.headers.items():
+            if not _HEADER_NAME.fullmatch(header) or any(c in value for c in "\r\n\0"):
+                errors.append(f"{where}.headers.{header}: not a valid HTTP header name and value")
         for public in up.model_map():
             if public not in model_ids:
                 errors.append(f"{where}.models: {public!r} is not in the models catalogue")
@@ -283,11 +299,34 @@ def _check_semantics(config: Config, errors: list[str]) -> None:
         errors.append("billing.rmb_per_usd: must be positive")
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
 def protocol_errors(config: Config, known: Collection[str]) -> list[str]:
-    """One line per upstream whose ``protocol`` no registered adapter speaks."""
+    """One line per upstream whose ``protocol`` no registered adapter speaks. When ``known`` maps
+    protocols to their adapters, an upstream's ``style`` must be one its adapter declares
+    (``url_styles``), and the style may check the upstream's other keys (``check``)."""
     listed = ", ".join(sorted(known)) or "none"
-    return [f"upstreams[{i}].protocol: unknown protocol {up.protocol!r} (known: {listed})"
-            for i, up in enumerate(config.upstreams) if up.protocol not in known]
+    errors: list[str] = []
+    for i, up in enumerate(config.upstreams):
+        if up.protocol not in known:
+            errors.append(f"upstreams[{i}].protocol: unknown protocol {up.protocol!r} (known: {listed})")
+        elif isinstance(known, Mapping):
+            errors += _style_errors(f"upstreams[{i}]", up, known[up.protocol])
+    return errors
+
+
+def _style_errors(where: str, up: UpstreamConfig, adapter: object) -> list[str]:
+    styles: Mapping[str, Any] = getattr(adapter, "url_styles", {})
+    if up.style == "standard":
+        return [] if up.api_version is None else [
+            f"{where}.api_version: only used by a style that needs one (e.g. style: azure)"]
+    if up.style not in styles:
+        known = ", ".join(["standard", *sorted(styles)])
+        return [f"{where}.style: unknown style {up.style!r} for protocol {up.protocol!r} (known: {known})"]
+    check = getattr(styles[up.style], "check", None)
+    problems: list[str] = check(up) if check is not None else []
+    return [f"{where}.{problem}" for problem in problems]
 
 
 def check_protocols(config: Config, known: Collection[str]) -> None:

@@ -53,13 +53,13 @@ class TaskHttp:
             headers[REQUEST_ID_HEADER] = request_id
         if body is not None:
             headers["Content-Type"] = "application/json"
-        headers.update(self._pool.protocol_adapter(upstream.protocol).auth_headers(upstream.api_key))
+        url, upstream_headers = self._pool.locate(upstream, path)
+        headers.update(upstream_headers)
         t = upstream.timeouts
         limit = t.connect_s + t.first_byte_s
         if timeout_s is not None:
             limit = min(limit, timeout_s)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, sock_read=t.idle_s)
-        url = upstream.base_url.rstrip("/") + path
         with upstream_io(upstream.name, f"on {method} {path.split('?', 1)[0]}"):
             async with asyncio.timeout(limit):
                 async with self._pool.session.request(method, url, data=_payload(body), headers=headers,
@@ -80,10 +80,10 @@ class TaskHttp:
         headers = {"User-Agent": _USER_AGENT}
         if request_id:
             headers[REQUEST_ID_HEADER] = request_id
-        headers.update(self._pool.protocol_adapter(upstream.protocol).auth_headers(upstream.api_key))
+        url, upstream_headers = self._pool.locate(upstream, path)
+        headers.update(upstream_headers)
         t = upstream.timeouts
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, sock_read=t.idle_s)
-        url = upstream.base_url.rstrip("/") + path
         with upstream_io(upstream.name, f"on GET {path.split('?', 1)[0]}"):
             async with asyncio.timeout(t.connect_s + t.first_byte_s):
                 resp = await self._pool.session.get(url, headers=headers, timeout=timeout,

@@ -12,7 +12,8 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import cast
+from typing import Protocol, cast
+from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
@@ -21,6 +22,28 @@ from gateway.config import Config, UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
 from gateway.upstream.health import UpstreamHealth
+
+
+class UrlStyle(Protocol):
+    """A non-standard layout of an upstream's URLs and credential, declared by a protocol's adapter
+    in ``url_styles`` (e.g. ``chat``'s ``azure``) and picked with ``upstreams[].style``."""
+
+    def locate(self, upstream: UpstreamConfig, path: str, upstream_model: str) -> tuple[str, dict[str, str]]:
+        """The protocol's standard ``path`` (with its query) -> this style's path under
+        ``base_url`` and the headers that carry the credential."""
+        ...
+
+
+def join_url(base_url: str, path: str, version_prefix: str = "") -> str:
+    """``base_url`` + ``path``, where a ``base_url`` that already ends in the protocol's version
+    segment (``https://api.openai.com/v1``, ``https://api.groq.com/openai/v1``) is not given it
+    twice: users copy base URLs from vendors' docs both with and without it."""
+    base = base_url.rstrip("/")
+    rest = path[len(version_prefix):]
+    if version_prefix and path.startswith(version_prefix) and rest[:1] in ("/", "?", ""):
+        if urlsplit(base).path.endswith(version_prefix):
+            path = rest
+    return base + path
 
 
 class Target(msgspec.Struct, frozen=True):
@@ -107,6 +130,25 @@ class UpstreamPool:
         return time.time() + left if left > 0 else None
 
     # --- HTTP ------------------------------------------------------------------------------------
+
+    def locate(self, upstream: UpstreamConfig, path: str,
+               upstream_model: str = "") -> tuple[str, dict[str, str]]:
+        """The URL of one call (``path``: the protocol's standard path and query) and the headers
+        every call to ``upstream`` carries: its credential as the protocol (or its style) sends
+        it, then the upstream's own ``headers``. The one place upstream URLs are made: the
+        adapter declares the version segment its paths start with (``version_prefix``)."""
+        adapter = self.protocol_adapter(upstream.protocol)
+        if upstream.style != "standard":
+            styles: Mapping[str, UrlStyle] = getattr(adapter, "url_styles", {})
+            style = styles.get(upstream.style)
+            if style is None:
+                raise UpstreamError(f"Upstream {upstream.name!r}: unknown style {upstream.style!r}.")
+            styled_path, headers = style.locate(upstream, path, upstream_model)
+            url = join_url(upstream.base_url, styled_path)
+        else:
+            url = join_url(upstream.base_url, path, str(getattr(adapter, "version_prefix", "")))
+            headers = adapter.auth_headers(upstream.api_key)
+        return url, {**headers, **upstream.headers}
 
     def can(self, protocol: str, capability: str) -> bool:
         """True when the adapter of ``protocol`` declares ``capability``."""

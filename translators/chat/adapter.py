@@ -43,6 +43,7 @@ from gateway.canonical import (
 from gateway.errors import UpstreamError
 from gateway.translation import UpstreamCall
 from gateway.wire.data_url import data_url
+from translators.chat.azure import AZURE
 from translators.chat.embeddings import base64_to_floats
 from translators.chat.mapping import effort_for_budget, now, stop_reason, usage_from_wire, wire_id
 from translators.chat.stream_decode import ChatStreamDecoder
@@ -59,6 +60,8 @@ Json = dict[str, Any]
 class ChatAdapter:
     protocol = "chat"
     capabilities = frozenset({"generate", "embed"})  # text: an UpstreamAdapter
+    version_prefix = "/v1"  # standard paths start with it; a base_url ending in it is not doubled
+    url_styles = {"azure": AZURE}  # ``style: azure``: Azure OpenAI deployments
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {api_key}"}

@@ -241,6 +241,7 @@ def _part(block: wire.ResponseBlock) -> Part | None:
 class MessagesAdapter:
     protocol = "messages"
     capabilities = frozenset({"generate", "embed"})  # text: an UpstreamAdapter
+    version_prefix = "/v1"  # standard paths start with it; a base_url ending in it is not doubled
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-api-key": api_key, "anthropic-version": API_VERSION}

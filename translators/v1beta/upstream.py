@@ -174,6 +174,7 @@ def embed_item(request: EmbeddingRequest, text: str, upstream_model: str) -> dic
 class V1betaAdapter:
     protocol = "v1beta"
     capabilities = frozenset({"generate", "embed"})  # text: an UpstreamAdapter
+    version_prefix = "/v1beta"  # standard paths start with it; a base_url ending in it is not doubled
 
     def auth_headers(self, api_key: str) -> dict[str, str]:
         return {"x-goog-api-key": api_key}
