@@ -20,7 +20,7 @@ import orjson
 
 from gateway.admin_api import AdminOps, KeyCreate, KeyPatch, TopUp, UserCreate
 from gateway.auth import Authenticator
-from gateway.config import Config, ConfigError, load_config
+from gateway.config import DATABASE_KEYS, Config, ConfigError, load_config
 from gateway.errors import GatewayError
 from gateway.http import decode_body, new_request_id
 
@@ -97,7 +97,7 @@ def _load(path: str) -> Config | None:
     from gateway.cli import print_config_errors
 
     try:
-        return load_config(path)
+        return load_config(path, env_needed_by=DATABASE_KEYS)  # upstream secrets: only for serve
     except ConfigError as exc:
         print_config_errors(exc)
         return None

@@ -175,7 +175,13 @@ class ConfigError(Exception):
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
 
 
-def _interpolate(value: Any, path: str, errors: list[str]) -> Any:
+# What the database commands of the CLI (users, keys, top-up, audit) read: an unset ``${VAR}``
+# anywhere else (an upstream's secret, the admin key) is no error for them; only ``serve`` needs it.
+DATABASE_KEYS = frozenset({"database", "redis"})
+
+
+def _interpolate(value: Any, path: str, errors: list[str] | None) -> Any:
+    """``errors`` None: an unset variable without a default becomes "" silently."""
     if isinstance(value, str):
         def replace(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
@@ -183,7 +189,8 @@ def _interpolate(value: Any, path: str, errors: list[str]) -> Any:
                 return os.environ[name]
             if default is not None:
                 return default
-            errors.append(f"{path or '$'}: environment variable {name} is not set")
+            if errors is not None:
+                errors.append(f"{path or '$'}: environment variable {name} is not set")
             return ""
         return _VAR.sub(replace, value)
     if isinstance(value, dict):
@@ -191,6 +198,13 @@ def _interpolate(value: Any, path: str, errors: list[str]) -> Any:
     if isinstance(value, list):
         return [_interpolate(v, f"{path}[{i}]", errors) for i, v in enumerate(value)]
     return value
+
+
+def _interpolate_top(raw: dict[Any, Any], errors: list[str], env_needed_by: Collection[str] | None) -> Any:
+    def needed(key: Any) -> bool:
+        return env_needed_by is None or key in env_needed_by
+
+    return {key: _interpolate(value, str(key), errors if needed(key) else None) for key, value in raw.items()}
 
 
 def _join(path: str, key: str) -> str:
@@ -336,9 +350,12 @@ def check_protocols(config: Config, known: Collection[str]) -> None:
         raise ConfigError(errors)
 
 
-def parse_config(text: str, protocols: Collection[str] | None = None) -> Config:
+def parse_config(text: str, protocols: Collection[str] | None = None, *,
+                 env_needed_by: Collection[str] | None = None) -> Config:
     """Decode config text; raises ConfigError listing every problem found. With ``protocols`` (the
-    protocols of the registered adapters) an upstream's unknown protocol is one of them."""
+    protocols of the registered adapters) an upstream's unknown protocol is one of them. With
+    ``env_needed_by`` (top-level keys, e.g. ``DATABASE_KEYS``) only the ``${VAR}``s under those
+    keys must be set; the others are read as "" when unset."""
     errors: list[str] = []
     try:
         raw = yaml.safe_load(text) or {}
@@ -346,7 +363,7 @@ def parse_config(text: str, protocols: Collection[str] | None = None) -> Config:
         raise ConfigError([f"$: not valid YAML: {exc}"]) from exc
     if not isinstance(raw, dict):
         raise ConfigError(["$: the config must be a mapping"])
-    raw = _interpolate(raw, "", errors)
+    raw = _interpolate_top(raw, errors, env_needed_by)
     good = _decode_sections(raw, errors)
     if errors:
         raise ConfigError(errors)
@@ -359,9 +376,10 @@ def parse_config(text: str, protocols: Collection[str] | None = None) -> Config:
     return config
 
 
-def load_config(path: str | Path, protocols: Collection[str] | None = None) -> Config:
+def load_config(path: str | Path, protocols: Collection[str] | None = None, *,
+                env_needed_by: Collection[str] | None = None) -> Config:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"$: cannot read {path}: {exc.strerror}"]) from exc
-    return parse_config(text, protocols)
+    return parse_config(text, protocols, env_needed_by=env_needed_by)
