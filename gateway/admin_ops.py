@@ -15,7 +15,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.admin_api import INT64_MAX, AdminOps, Name, _ops, _path_id, name_taken, user_json
+from gateway.admin_api import (
+    INT64_MAX,
+    AdminOps,
+    Name,
+    Usd,
+    _ops,
+    _path_id,
+    name_taken,
+    optional_nano,
+    user_json,
+)
 from gateway.errors import InvalidRequest, NotFound
 from gateway.families import DEFAULT_FAMILY
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
@@ -33,6 +43,7 @@ class UserPatch(msgspec.Struct, forbid_unknown_fields=True):
     name: Name | msgspec.UnsetType = msgspec.UNSET
     group: str | msgspec.UnsetType = msgspec.UNSET
     enabled: bool | msgspec.UnsetType = msgspec.UNSET
+    soft_limit_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET  # alert threshold; null clears
 
 
 class Adjust(msgspec.Struct, forbid_unknown_fields=True):
@@ -51,8 +62,9 @@ async def update_user(ops: AdminOps, user_id: int, body: UserPatch) -> dict[str,
     if isinstance(body.group, str) and body.group not in ops.config.groups:
         raise InvalidRequest(f"Invalid value for `group`: unknown group {body.group!r}.", param="group")
     try:
-        user = await ops.storage.update_user(user_id, UserChanges(name=body.name, group=body.group,
-                                                                  enabled=body.enabled))
+        user = await ops.storage.update_user(user_id, UserChanges(
+            name=body.name, group=body.group, enabled=body.enabled,
+            soft_limit_nano=optional_nano(body.soft_limit_usd)))
     except NameTaken:
         raise name_taken(str(body.name)) from None
     if user is None:
@@ -178,6 +190,7 @@ async def adjust_route(request: Request) -> Response:
 async def logs_route(request: Request) -> Response:
     ops = _ops(request)
     page, size = paging(request)
+    await get_gateway(request).meter.settled()  # read your writes: calls already answered are listed
     return json_response(await logs(ops, log_filter(request), page, size))
 
 

@@ -168,8 +168,10 @@ async def _run_audit(config: Config, as_json: bool) -> int:
     finally:
         await storage.close()
     if as_json:
-        print(orjson.dumps({"ok": not problems, "problems": msgspec.to_builtins(problems),
-                            "uncharged": msgspec.to_builtins(not_charged)}).decode())
+        report: dict[str, object] = {"ok": not problems, "problems": msgspec.to_builtins(problems)}
+        if not_charged:  # uncharged calls are not problems of the books (they add up): listed apart
+            report["uncharged"] = msgspec.to_builtins(not_charged)
+        print(orjson.dumps(report).decode())
     else:
         print(format_problems(problems))
         if not_charged:

@@ -57,6 +57,7 @@ async def billing_subscription(request: Request) -> Response:
     ``system_hard_limit_usd`` equal it; ``access_until``: the key's expiry (0 = permanent)."""
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, DEFAULT_FAMILY)
+    await gw.meter.settled()  # read your writes: the calls already answered are in the figures
     key, user = await _fresh(request, principal.key.id)
     if key.quota_nano is not None:
         hard = key.quota_nano
@@ -95,6 +96,7 @@ async def billing_usage(request: Request) -> Response:
     principal = await gw.auth.authenticate(request, DEFAULT_FAMILY)
     start, end = usage_range(request.query_params.get("start_date"), request.query_params.get("end_date"))
     start_ts, end_ts = _day_start(start), _day_start(end)
+    await gw.meter.settled()  # read your writes
     costs = await gw.storage.daily_costs(principal.key.id, start_ts, end_ts)
     return json_response(usage_body(start, end, costs))
 
@@ -159,6 +161,8 @@ async def user_self(request: Request) -> Response:
     in RMB, and the number of settled calls."""
     gw = get_gateway(request)
     user = await gw.auth.authenticate_user_token(request)
+    await gw.meter.settled()  # read your writes: then read the balance again
+    user = await gw.storage.get_user(user.id) or user
     rate = gw.config.billing.rmb_per_usd
     return _envelope({
         "id": user.id,
@@ -177,6 +181,7 @@ async def log_self(request: Request) -> Response:
     user = await gw.auth.authenticate_user_token(request)
     page = _int_param(request, "page", 1, 1, MAX_PAGE)
     page_size = _int_param(request, "page_size", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    await gw.meter.settled()  # read your writes: a call answered a moment ago is listed
     result = await gw.storage.log_page(user.id, page, page_size)
     rate = gw.config.billing.rmb_per_usd
     return _envelope({

@@ -112,6 +112,18 @@ class Meter:
             await asyncio.wait(list(self._abandoned))
         await self._writer.flush()
 
+    async def settled(self, timeout_s: float = 2.0) -> None:
+        """Read your writes: before a view of the request log or of balances, commit what this
+        process has queued (the calls whose responses were already sent). The reader pays one
+        group commit; the request path never waits. A database that does not answer within
+        ``timeout_s`` does not hold the view: it is served from what is committed (logged)."""
+        if not self._writer.behind and not self._abandoned:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self.flush()), timeout_s)
+        except TimeoutError:
+            logger.warning("read-your-writes flush timed out after %gs; serving what is committed", timeout_s)
+
     # --- the request path ------------------------------------------------------------------------
     async def reserve(self, request_id: str, principal: Principal, amount_nano: int, *,
                       durable: bool = False) -> Reservation:

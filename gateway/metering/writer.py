@@ -63,6 +63,11 @@ class BatchWriter:
     def pending(self) -> int:
         return len(self._queue)
 
+    @property
+    def behind(self) -> bool:
+        """Something put is not committed yet (queued, or in the batch being written)."""
+        return self._committed < self._queued
+
     def put(self, item: Item) -> None:
         self._queue.append(item)
         self._queued += 1

@@ -9,6 +9,9 @@ Fault / latency options are read from the upstream credential (split on ``-``) a
 * ``cut<N>``        streams are closed abruptly after N content chunks; non-stream bodies are truncated
 * ``nousage``       omit usage from every response and stream (sides read ``Ctx.usage``)
 * ``hang``          accept the request and never answer (sleeps one hour; cancelled on disconnect)
+* ``inflate<N>``    every token count in a reported usage is multiplied by N (an upstream whose
+                    tokenizer counts far more than any estimate; applied to the bytes by
+                    ``Ctx.respond`` / ``Ctx.send``)
 
 e.g. key ``sk-sim-fail503`` or model ``sim-ttft200-tok5``. ``fail`` and ``hang`` are applied by the
 endpoint wrapper (``gateway.simulator.routing``) before the side's handler runs; the others through
@@ -37,7 +40,10 @@ class SimulatorSettings:
 
 
 SETTINGS_KEY = web.AppKey("sim_settings", SimulatorSettings)
-_OPT_RE = re.compile(r"^(fail|ttft|tok|cut)(\d+)$")
+_OPT_RE = re.compile(r"^(fail|ttft|tok|cut|inflate)(\d+)$")
+# The usage counters of the three text families, as they appear in answers and stream events.
+_USAGE_COUNT = re.compile(rb'("(?:prompt_tokens|completion_tokens|total_tokens|input_tokens|output_tokens|'
+                          rb'promptTokenCount|candidatesTokenCount|totalTokenCount)"\s*:\s*)(\d+)')
 
 
 @dataclass
@@ -48,6 +54,7 @@ class Faults:
     cut: int | None = None
     nousage: bool = False
     hang: bool = False
+    inflate: int = 1
 
     @classmethod
     def parse(cls, *sources: str) -> Faults:
@@ -67,6 +74,8 @@ class Faults:
                         f.ttft_ms = float(value)
                     elif name == "tok":
                         f.tok_ms = float(value)
+                    elif name == "inflate":
+                        f.inflate = max(value, 1)
                     else:
                         f.cut = value
         return f
@@ -129,7 +138,7 @@ class Ctx:
         delay = self.ttft_s + self.token_s * max(tokens - 1, 0)
         if delay:
             await asyncio.sleep(delay)
-        body = orjson.dumps(payload)
+        body = self._inflated(orjson.dumps(payload))
         if self.faults.cut is None:
             return web.Response(body=body, content_type="application/json")
         resp = web.StreamResponse()
@@ -159,9 +168,15 @@ class Ctx:
             if self._chunks and self.token_s:
                 await asyncio.sleep(self.token_s)
             self._chunks += 1
-        await self.resp.write(data)
+        await self.resp.write(self._inflated(data))
         if content and self.faults.cut is not None and self._chunks >= self.faults.cut:
             raise StreamCut
+
+    def _inflated(self, data: bytes) -> bytes:
+        factor = self.faults.inflate
+        if factor == 1:
+            return data
+        return _USAGE_COUNT.sub(lambda m: m.group(1) + str(int(m.group(2)) * factor).encode(), data)
 
     def stream(self) -> web.StreamResponse:
         """The response a stream was written to (what a streaming handler returns)."""
