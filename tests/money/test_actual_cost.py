@@ -101,7 +101,8 @@ async def igw(gateway_server: Any, make_config: Any, simulator: Any) -> Any:
 async def _openai_chat(env: Env) -> tuple[int, int]:
     async with env.openai() as client:
         out = await client.chat.completions.create(
-            model="inflate-chat", max_tokens=20, messages=[{"role": "user", "content": "sim:tokens=10 hello"}])
+            model="inflate-chat", max_tokens=20,
+            messages=[{"role": "user", "content": "sim:tokens=10 hello"}])
     assert out.usage is not None
     return out.usage.prompt_tokens, out.usage.completion_tokens
 
@@ -110,7 +111,7 @@ async def _openai_stream(env: Env) -> tuple[int, int]:
     async with env.openai() as client:
         stream = await client.chat.completions.create(
             model="inflate-chat", max_tokens=20, stream=True, stream_options={"include_usage": True},
-            messages=[{"role": "user", "content": "sim:tokens=10 你好，世界 🌍🌍"}])
+            messages=[{"role": "user", "content": "sim:tokens=10 你好 世界 🌍🌍"}])
         usage = None
         async for chunk in stream:
             usage = chunk.usage or usage
@@ -120,15 +121,17 @@ async def _openai_stream(env: Env) -> tuple[int, int]:
 
 async def _anthropic_translated(env: Env) -> tuple[int, int]:
     async with env.anthropic() as client:  # message protocol client, chat upstream
-        out = await client.messages.create(model="inflate-chat", max_tokens=20,
-                                           messages=[{"role": "user", "content": "sim:tokens=10 def f(): pass"}])
+        out = await client.messages.create(
+            model="inflate-chat", max_tokens=20,
+            messages=[{"role": "user", "content": "sim:tokens=10 def f(): pass"}])
     return out.usage.input_tokens, out.usage.output_tokens
 
 
 async def _anthropic_fast(env: Env) -> tuple[int, int]:
     async with env.anthropic() as client:
-        out = await client.messages.create(model="inflate-claude", max_tokens=20,
-                                           messages=[{"role": "user", "content": "sim:tokens=10 aaaaaaaaaaaa"}])
+        out = await client.messages.create(
+            model="inflate-claude", max_tokens=20,
+            messages=[{"role": "user", "content": "sim:tokens=10 aaaaaaaaaaaa"}])
     return out.usage.input_tokens, out.usage.output_tokens
 
 
@@ -183,7 +186,8 @@ async def _metric(gw: Any, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
-async def test_key_ceiling_nearly_reached(igw: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_key_ceiling_nearly_reached(igw: Any, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     """The call fits its reservation, but its actual cost does not fit the key: the key is charged
     up to its ceiling exactly, the rest is uncharged and listed; the user keeps the rest."""
     quota_nano = 200_000  # the worst case of the call below is about 70,000
