@@ -69,6 +69,10 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
         exception_handlers={HTTPException: http_exception, GatewayError: gateway_exception},
         lifespan=_lifespan(gateway),
     )
+    # No 307 to the path with(out) its trailing slash: Starlette builds that Location from the
+    # client's Host header, before any route authenticates. An unknown path is a 404 in its
+    # family's envelope, like any other.
+    app.router.redirect_slashes = False
     app.state.gateway = gateway
     return app
 

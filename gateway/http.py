@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import orjson
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from gateway.errors import GatewayError, InvalidRequest
@@ -51,6 +51,7 @@ __all__ = [
 
 REQUEST_ID_HEADER = "X-Service-Request-Id"
 JSON_MEDIA_TYPE = "application/json"
+CLIENT_CLOSED = 499
 
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
@@ -123,6 +124,10 @@ async def read_json_body(request: Request) -> bytes:
 def handle_unexpected(request: Request, exc: BaseException, family: str) -> Response:
     """The answer to an exception that is not a GatewayError: the first ``gateway_handle_exception``
     implementation that answers (the built-in one, trylast, always does)."""
+    if isinstance(exc, ClientDisconnect):
+        # The client hung up before its body was read: no bug, and nobody reads an answer. 499
+        # (nginx's "client closed request") for the access log; no stack trace for anyone to flood.
+        return Response(status_code=CLIENT_CLOSED)
     gateway: Gateway | None = getattr(request.app.state, "gateway", None)
     response: Response | None = None
     if gateway is not None:

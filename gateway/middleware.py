@@ -17,6 +17,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
+from urllib.parse import unquote_plus
 
 import orjson
 from starlette.middleware import Middleware
@@ -58,12 +59,18 @@ class RequestIdMiddleware:
         await self.app(scope, receive, send_with_id)
 
 
-# Any query parameter whose name ends in "key" (key=, api_key=, ...) is a credential.
-_SECRET_PARAM = re.compile(r"(^|&)([^&=]*key)=[^&]*", re.IGNORECASE)
-
-
 def redact_query(query: str) -> str:
-    return _SECRET_PARAM.sub(r"\1\2=REDACTED", query)
+    """The query with the value of every parameter whose name holds "key" (key=, api_key=, ...)
+    replaced. Names are read exactly as the credential reader reads them (Starlette's
+    ``parse_qsl``: split on ``&``, ``+`` and percent-escapes decoded), so that ``?%6Bey=`` or
+    ``?ke%79=``, which authenticate like ``?key=``, are redacted like it too."""
+    # ``;`` is no separator to the reader, but splitting on it too only ever redacts more.
+    pieces = re.split(r"([&;])", query)
+    for i, piece in enumerate(pieces):
+        name, eq, _ = piece.partition("=")
+        if eq and "key" in unquote_plus(name, encoding="latin-1").lower():
+            pieces[i] = f"{name}=REDACTED"
+    return "".join(pieces)
 
 
 def loggable_path(scope: Scope) -> str:

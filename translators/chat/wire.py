@@ -219,6 +219,12 @@ class RequestPeek(Struct):
     n: PositiveInt | None = None
     best_of: NonNegativeInt | None = None
     stream_options: StreamOptions | None = None
+    # Read only so that a number beyond a double (1e400) is a 400 naming its field here, on the
+    # fast path too, instead of bytes an upstream (or a later decode) chokes on.
+    temperature: float | None = None
+    top_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
 
 
 # --- upstream answers (lenient views) -------------------------------------------------------------

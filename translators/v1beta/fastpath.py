@@ -33,14 +33,23 @@ def restore_model_version(body: bytes, upstream_model: str, public_model: str) -
 
 
 class GeminiFastStream:
-    """Relays every byte as it comes, reading usage from each chunk of either framing."""
+    """Relays every byte as it comes, reading usage from each chunk of either framing.
 
-    def __init__(self) -> None:
+    For an aliased model (``rename`` = (upstream id, public id)) the bytes cannot pass unchanged:
+    every chunk names the upstream's model in ``modelVersion``. Then each whole object is re-framed
+    in the client's framing (``sse`` or the JSON array) with the public id instead, so that the
+    stream never shows what the non-streamed answer hides."""
+
+    def __init__(self, rename: tuple[str, str] | None = None, *, sse: bool = False) -> None:
         self._splitter = ObjectSplitter()
         self._usage: Usage | None = None
         self._finished = False
         self._closed = False
         self._last = b""  # the last non-blank byte relayed
+        self._rename = rename
+        self._sse = sse
+        self._opened = False  # re-framing an array: ``[`` was sent
+        self._array_closed = False
 
     def _see(self, objects: list[bytes]) -> None:
         for data in objects:
@@ -56,16 +65,41 @@ class GeminiFastStream:
                 self._finished = True
 
     def feed(self, chunk: bytes) -> bytes:
-        self._see(self._splitter.feed(chunk))
+        objects = self._splitter.feed(chunk)
+        self._see(objects)
+        if self._rename is not None:
+            return self._reframe(objects)
         tail = chunk.rstrip()
         if tail:
             self._last = tail[-1:]
         return chunk
 
     def close(self) -> bytes:
-        self._see(self._splitter.close())
+        objects = self._splitter.close()
+        self._see(objects)
         self._closed = True
-        return b""
+        return self._reframe(objects) if self._rename is not None else b""
+
+    def _reframe(self, objects: list[bytes]) -> bytes:
+        assert self._rename is not None
+        upstream, public = self._rename
+        out = bytearray()
+        for data in objects:
+            # Outside strings JSON has no raw line breaks that matter; inside, they are escaped.
+            data = restore_model_version(data, upstream, public).replace(b"\r", b" ").replace(b"\n", b" ")
+            if self._sse:
+                out += b"data: " + data + b"\r\n\r\n"
+            else:
+                out += (b"," if self._opened else b"[") + b"\r\n" + data
+                self._opened = True
+        if not self._sse and self._splitter.array_ended and not self._array_closed:
+            out += b"" if self._opened else b"["
+            out += b"]"
+            self._opened = self._array_closed = True
+        tail = bytes(out).rstrip()
+        if tail:
+            self._last = tail[-1:]
+        return bytes(out)
 
     def array_error_prefix(self) -> bytes:
         """What goes before an error object appended to the relayed JSON array."""

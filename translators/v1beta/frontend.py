@@ -84,7 +84,10 @@ class V1betaFrontend:
         return usage_of(body)
 
     def fast_stream(self, call: ClientCall) -> FastPathStream:
-        return GeminiFastStream()
+        upstream = (call.upstream_model or "").removeprefix("models/")
+        public = call.view.model
+        rename = (upstream, public) if upstream and upstream != public else None
+        return GeminiFastStream(rename, sse=_sse(call))
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         upstream = call.upstream_model

@@ -256,6 +256,17 @@ class _GenerationView(msgspec.Struct):
     candidateCount: int | None = None
     max_output_tokens: int | None = None
     candidate_count: int | None = None
+    # Typed as the full decoder types them, so that a number beyond a double (1e400) is a 400
+    # naming its field on the fast path too, before any upstream sees it.
+    temperature: float | None = None
+    topP: float | None = None
+    topK: int | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    presencePenalty: float | None = None
+    frequencyPenalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
 
 
 class RequestPeek(msgspec.Struct):
