@@ -185,12 +185,16 @@ async def test_key_settings_and_admin_user_management(gw: Any, console: Any) -> 
     await page.fill("input[name=models]", "sim-claude, sim-gemini")
     await page.fill("input[name=allow_ips]", "127.0.0.1, 10.0.0.0/8")
     await page.fill("input[name=expires]", "2030-01-31")
+    limits = "rpm" in gw.key_record  # offered only where keys have per-key rate limits
+    if limits:
+        await page.fill("input[name=rpm]", "30")
     await page.click("[data-test=save-key]")
     await page.wait_for_selector("text=limited")
     key = (await gw.admin("GET", f"/admin/keys/{gw.key_record['id']}")).json()
     assert (key["name"], key["quota_usd"], key["models"], key["allow_ips"]) == (
         "limited", 1.5, ["sim-claude", "sim-gemini"], ["127.0.0.1", "10.0.0.0/8"])
     assert key["expires_at"] == 1896134399  # 2030-01-31 23:59:59 UTC
+    assert key.get("rpm") == (30 if limits else None)
     async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.key, max_retries=0) as client:
         with pytest.raises(openai.PermissionDeniedError):
             await client.chat.completions.create(model="sim-chat",

@@ -44,8 +44,10 @@ function keyForm(key, limits) {
     field("Allowed IPs", input("allow_ips", { value: (k.allow_ips || []).join(", "), placeholder: "any IP" }),
       "Comma-separated IPs or CIDRs."),
     field("Expires (UTC day)", input("expires", { type: "date", value: expires }), "Empty: never."),
-    limits ? field("Requests per minute", input("rpm", { type: "number", min: 1, value: k.rpm ?? "", placeholder: "no limit" })) : null,
-    limits ? field("Tokens per minute", input("tpm", { type: "number", min: 1, value: k.tpm ?? "", placeholder: "no limit" })) : null);
+    limits.has("rpm") ? field("Requests per minute", input("rpm", { type: "number", min: 1, value: k.rpm ?? "", placeholder: "no limit" })) : null,
+    limits.has("tpm") ? field("Tokens per minute", input("tpm", { type: "number", min: 1, value: k.tpm ?? "", placeholder: "no limit" })) : null,
+    limits.has("soft_limit_usd") ? field("Alert at, USD spent", input("soft_limit_usd", { type: "number", min: 0, step: "any", value: k.soft_limit_usd ?? "", placeholder: "no alert" }),
+      "The soft limit reported by /v1/dashboard/billing/subscription.") : null);
 }
 
 function keyBody(form, editing) {
@@ -58,8 +60,8 @@ function keyBody(form, editing) {
     expires_at: v.expires ? Math.floor(Date.parse(`${v.expires}T23:59:59Z`) / 1000) : 0,
   };
   // Rate limits are sent only when set (or when clearing one an existing key has).
-  for (const name of ["rpm", "tpm"]) {
-    if (v[name] === undefined) continue; // this gateway has no per-key rate limits
+  for (const name of ["rpm", "tpm", "soft_limit_usd"]) {
+    if (v[name] === undefined) continue; // a field this gateway's keys do not have
     if (v[name] !== "") body[name] = Number(v[name]);
     else if (editing && editing[name] !== undefined && editing[name] !== null) body[name] = null;
   }
@@ -103,8 +105,8 @@ export async function keys(root) {
   const body = await api("GET", "/api/keys");
   const reload = () => keys(root);
   const known = tabKeys.all();
-  // Per-key rate limits are offered when this gateway's keys carry them (CONTRACT 4 rpm/tpm).
-  const limits = body.data.some((k) => "rpm" in k);
+  // Optional key fields (rate limits, alert threshold) are offered when this gateway's keys carry them.
+  const limits = new Set(["rpm", "tpm", "soft_limit_usd"].filter((f) => body.data.some((k) => f in k)));
   const cols = [
     { title: "Name", cell: (k) => k.name },
     { title: "Key", cell: (k) => h("code", {}, k.masked) },
@@ -113,7 +115,7 @@ export async function keys(root) {
     { title: "Models", cell: (k) => (k.models ? k.models.join(", ") : "all") },
     { title: "IPs", cell: (k) => (k.allow_ips ? k.allow_ips.join(", ") : "any") },
     { title: "Expires", cell: (k) => (k.expires_at ? dateTime(k.expires_at) : "never") },
-    limits ? { title: "Limits", cell: (k) => `${k.rpm ? `${k.rpm} rpm` : "—"} · ${k.tpm ? `${k.tpm} tpm` : "—"}` } : null,
+    limits.has("rpm") ? { title: "Limits", cell: (k) => `${k.rpm ? `${k.rpm} rpm` : "—"} · ${k.tpm ? `${k.tpm} tpm` : "—"}` } : null,
     {
       title: "Actions",
       cell: (k) => h("div", { class: "row-actions" },
