@@ -123,6 +123,10 @@ class LimitsConfig(_Section):
     json_body_bytes: int = 32 * 1024 * 1024
     transcription_bytes: int = 25 * 1024 * 1024
     video_submit_bytes: int = 200 * 1024 * 1024
+    # Request-body deadlines (``gateway.deadlines``, 408): the longest silence while a body is
+    # coming, and the longest a whole body may take from the start of the request.
+    body_idle_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    body_total_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
 
 
 class MeteringConfig(_Section):

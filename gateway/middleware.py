@@ -6,6 +6,7 @@ Order, outermost first (``middleware_stack``)::
     AccessLogMiddleware     one JSON line per request, after it ended
     ErrorGuardMiddleware    an exception no route handled -> the family's envelope, never a trace
     BodyLimitMiddleware     413 request_too_large, from Content-Length or by counting the stream
+    BodyDeadlineMiddleware  408 request_timeout, a body that stalls (``gateway.deadlines``)
 
 Each class is stateless per request: everything it needs is given at construction.
 """
@@ -26,6 +27,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.config import Config
+from gateway.deadlines import BodyDeadlineMiddleware
 from gateway.errors import GatewayError, RequestTooLarge
 from gateway.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
@@ -249,5 +251,6 @@ def middleware_stack(config: Config, families: FamilyRegistry) -> list[Middlewar
     if config.logging.access_log:
         stack.append(Middleware(AccessLogMiddleware, trusted_proxies=parse_networks(config.trusted_proxies)))
     stack += [Middleware(ErrorGuardMiddleware, families=families),
-              Middleware(BodyLimitMiddleware, config=config, families=families)]
+              Middleware(BodyLimitMiddleware, config=config, families=families),
+              Middleware(BodyDeadlineMiddleware, limits=config.limits)]
     return stack
