@@ -74,3 +74,13 @@ def demo_banner(creds: DemoCredentials, base_url: str) -> str:
         "    -d '{\"model\": \"sim-chat\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'",
         "=" * 72,
     ])
+
+
+def startup_summary(config: Config, plugins: list[str], where: str) -> str:
+    """The start-up log line: what this gateway loaded and will route to, so that a wrong config
+    (a missing plugin, an upstream pointed at the wrong place) shows before the first request."""
+    upstreams = ", ".join(f"{up.name} ({up.protocol}, {up.base_url}, {len(up.model_map())} models)"
+                          for up in config.upstreams) or "none"
+    models = ", ".join(m.id for m in config.models) or "none"
+    return (f"starting gateway: {where}; plugins: {', '.join(plugins) or 'none'}; "
+            f"upstreams: {upstreams}; models: {models}")

@@ -7,6 +7,7 @@ through ``gateway_cli_commands``. Each sub-command's ``func`` returns the exit c
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -15,6 +16,8 @@ import yaml
 from gateway.config import ConfigError, load_config
 
 DEFAULT_CONFIG = "config/gateway.yaml"
+# Set by ``gateway serve`` for its simulator child: the token the child answers in /healthz.
+SIMULATOR_TOKEN_ENV = "GATEWAY_SIMULATOR_TOKEN"
 
 
 def config_error_lines(exc: ConfigError) -> list[str]:
@@ -42,8 +45,8 @@ def _simulator(args: argparse.Namespace) -> int:
     from gateway.simulator import SimulatorSettings, serve_simulator_forever
 
     settings = SimulatorSettings(ttft_ms=args.ttft_ms, token_ms=args.token_ms)
-    serve_simulator_forever(args.host, args.port, settings)
-    return 0
+    # ``gateway serve`` hands its child a token to answer in /healthz (to know it is its own).
+    return serve_simulator_forever(args.host, args.port, settings, os.environ.get(SIMULATOR_TOKEN_ENV))
 
 
 def _check_config(args: argparse.Namespace) -> int:

@@ -261,6 +261,23 @@ def _decode_sections(raw: dict[str, Any], errors: list[str]) -> dict[str, Any]:
     return good
 
 
+# ``base_url: simulator``: the simulator of this config (``simulator.host``/``port``), so that its
+# port is written once and the upstreams follow it.
+SIMULATOR_BASE_URL = "simulator"
+
+
+def simulator_url(sim: SimulatorConfig) -> str:
+    """Where the configured simulator answers (a wildcard listen address is reached on loopback)."""
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(sim.host, sim.host)
+    return f"http://[{host}]:{sim.port}" if ":" in host else f"http://{host}:{sim.port}"
+
+
+def _resolve_simulator(config: Config) -> None:
+    for up in config.upstreams:
+        if up.base_url == SIMULATOR_BASE_URL:
+            up.base_url = simulator_url(config.simulator)
+
+
 def _check_semantics(config: Config, errors: list[str]) -> None:
     model_ids: set[str] = set()
     for i, model in enumerate(config.models):
@@ -372,6 +389,7 @@ def parse_config(text: str, protocols: Collection[str] | None = None, *,
     if errors:
         raise ConfigError(errors)
     config = msgspec.convert(good, Config, strict=False)
+    _resolve_simulator(config)
     _check_semantics(config, errors)
     if protocols is not None:
         errors += protocol_errors(config, protocols)

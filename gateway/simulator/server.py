@@ -9,7 +9,10 @@ from a plugin; see :mod:`gateway.simulator.toolkit` for how to write one and
 from __future__ import annotations
 
 import asyncio
+import errno
+import secrets
 import signal
+import sys
 
 from aiohttp import web
 
@@ -25,8 +28,13 @@ async def _mark_simulated(request: web.Request, response: web.StreamResponse) ->
         vendor.stamp(request, response)
 
 
-async def _healthz(_: web.Request) -> web.Response:
-    return json_response({"status": "ok", "simulator": True})
+# A random token this simulator answers in ``/healthz`` ("instance"), so that whoever started it
+# (``gateway serve``) can tell its own child from another process listening on the same port.
+INSTANCE_KEY = web.AppKey("instance", str)
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return json_response({"status": "ok", "simulator": True, "instance": request.app[INSTANCE_KEY]})
 
 
 def create_app(
@@ -34,6 +42,7 @@ def create_app(
     *,
     extra_plugins: tuple[object, ...] = (),
     load_entrypoints: bool = True,
+    instance_token: str | None = None,
 ) -> web.Application:
     """The simulator app with the sides of every plugin: the built-ins, the ``gateway`` entry
     points (unless ``load_entrypoints`` is false) and ``extra_plugins`` (objects or modules with
@@ -42,6 +51,7 @@ def create_app(
 
     app = web.Application(middlewares=[request_log.middleware], client_max_size=64 * 1024 * 1024)
     app[SETTINGS_KEY] = settings or SimulatorSettings()
+    app[INSTANCE_KEY] = instance_token or secrets.token_hex(16)
     app[ROUTES_KEY] = RouteTable()
     app.on_response_prepare.append(_mark_simulated)
     app.router.add_get("/healthz", _healthz)
@@ -63,26 +73,33 @@ async def start_simulator(
     settings: SimulatorSettings | None = None,
     *,
     extra_plugins: tuple[object, ...] = (),
+    instance_token: str | None = None,
 ) -> SimulatorRunner:
     """Start the simulator and return its (listening) runner; call ``await runner.cleanup()`` to stop."""
     runner = SimulatorRunner(
-        create_app(settings, extra_plugins=extra_plugins),
+        create_app(settings, extra_plugins=extra_plugins, instance_token=instance_token),
         access_log=None,
         handler_cancellation=True,
         shutdown_timeout=0.5,
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
     runner.sim_port = int(runner.addresses[0][1]) if runner.addresses else port
     return runner
 
 
-def serve_simulator_forever(host: str, port: int, settings: SimulatorSettings | None = None) -> None:
-    """Blocking entry point for ``gateway simulator``; stops cleanly on SIGINT / SIGTERM."""
+def serve_simulator_forever(host: str, port: int, settings: SimulatorSettings | None = None,
+                            instance_token: str | None = None) -> int:
+    """Blocking entry point for ``gateway simulator``; stops cleanly on SIGINT / SIGTERM. Returns
+    the exit code: 1, after one line on stderr, when the port is taken."""
 
     async def main() -> None:
-        runner = await start_simulator(host, port, settings)
+        runner = await start_simulator(host, port, settings, instance_token=instance_token)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -106,3 +123,10 @@ def serve_simulator_forever(host: str, port: int, settings: SimulatorSettings | 
                 runner.run(main())
     except KeyboardInterrupt:  # pragma: no cover
         pass
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        print(f"error: the simulator cannot listen on {where}: the address is in use", file=sys.stderr)
+        return 1
+    return 0

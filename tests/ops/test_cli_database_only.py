@@ -25,7 +25,11 @@ database: ${{GW_TEST_DB}}
 admin_key: ${{{UNSET_ADMIN}}}
 models: [{{id: m}}]
 upstreams:
-  - {{name: real, protocol: chat, base_url: https://api.openai.com, api_key: "${{{UNSET_UPSTREAM}}}", models: [m]}}
+  - name: real
+    protocol: chat
+    base_url: https://api.openai.com
+    api_key: "${{{UNSET_UPSTREAM}}}"
+    models: [m]
 """)
     return path
 
@@ -46,7 +50,8 @@ def test_database_commands_run_without_upstream_secrets(config_path: Path,
     assert UNSET_UPSTREAM not in capsys.readouterr().err
 
 
-def test_serve_and_check_config_still_need_them(config_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_and_check_config_still_need_them(config_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["check-config", str(config_path)], ["serve", "--config", str(config_path)]):
         assert cli_main(argv) == 2
         err = capsys.readouterr().err.splitlines()
