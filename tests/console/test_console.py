@@ -239,3 +239,25 @@ async def test_key_settings_and_admin_user_management(gw: Any, console: Any) -> 
     await admin.fill("input[name=user_id]", str(made["id"]))
     await admin.click("form.filters button[type=submit]")
     await admin.wait_for_selector("text=No calls match.")
+
+
+async def test_upstream_health_page_shows_a_cool_down(gateway_server: Any, make_config: Any,
+                                                      console: Any) -> None:
+    from tests.serving import free_port
+
+    dead = {"name": "dead-first", "protocol": "chat", "base_url": f"http://127.0.0.1:{free_port()}",
+            "api_key": "sk-x", "models": ["sim-chat"], "priority": -1}
+    gw = await gateway_server(make_config(extra_upstreams=[dead]))
+    user = await gw.create_user("h")
+    key = (await gw.create_key(user["id"]))["key"]
+    async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=key, max_retries=0) as client:
+        await client.chat.completions.create(model="sim-chat", messages=[{"role": "user", "content": "x"}])
+    c = console(gw.base_url)
+    page = await c.open()
+    await sign_in(page, "admin", ADMIN_KEY)
+    await goto(page, "#/admin/upstreams", "[data-state=cooling_down]")
+    dead_row = await page.locator("tr", has=page.locator("[data-state=cooling_down]")).inner_text()
+    assert "dead-first" in dead_row and "cooling down" in dead_row and "100.0% of 1 attempts" in dead_row
+    good_row = await page.locator("tr", has=page.locator("text=sim-openai")).inner_text()
+    assert "healthy" in good_row and "0.0% of 1 attempts" in good_row and " ms" in good_row
+    await c.shot(page, "upstreams-cooling")

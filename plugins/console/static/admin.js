@@ -128,7 +128,7 @@ export async function upstreams(root) {
     { title: "Protocol", cell: (u) => u.protocol },
     { title: "State", cell: (u) => h("span", { class: `badge ${u.state === "healthy" ? "ok" : "bad"}`, "data-state": u.state }, u.state === "healthy" ? "healthy" : "cooling down") },
     { title: "Cool-down until", cell: (u) => (u.cooling_until ? dateTime(u.cooling_until) : "—") },
-    { title: "Error rate", cell: (u) => `${(u.error_rate * 100).toFixed(1)}% of ${u.attempts}`, class: "num" },
+    { title: "Error rate", cell: (u) => (u.attempts ? `${(u.error_rate * 100).toFixed(1)}% of ${u.attempts} attempts` : "no calls"), class: "num" },
     { title: "Latency (first byte)", cell: (u) => (u.latency_ms === null ? "—" : `${u.latency_ms} ms`), class: "num" },
     { title: "Priority / weight", cell: (u) => `${u.priority} / ${u.weight}`, class: "num" },
     { title: "Models", cell: (u) => u.models.join(", ") },
