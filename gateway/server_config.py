@@ -35,5 +35,6 @@ class GatewayHypercornConfig(HypercornConfig):
         if sys._getframe(1).f_code.co_name == _SERVER_ERROR_PATH:
             rid = new_request_id()
             headers.append((_HEADER, rid.encode("ascii")))
-            access_log.info(orjson.dumps({"request_id": rid, "error": "request refused by the HTTP parser"}).decode())
+            line = {"request_id": rid, "error": "request refused by the HTTP parser"}
+            access_log.info(orjson.dumps(line).decode())
         return headers

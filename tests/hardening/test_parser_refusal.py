@@ -52,7 +52,8 @@ async def served(make_config: MakeConfig) -> AsyncIterator[str]:
 
 
 @pytest.mark.parametrize("bad", BAD_HEADS)
-async def test_parser_refusal_carries_request_id(served: str, bad: bytes, caplog: pytest.LogCaptureFixture) -> None:
+async def test_parser_refusal_carries_request_id(served: str, bad: bytes,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="gateway.access")
     raw = await raw_http(served, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
     status, headers, body = split_response(raw)
