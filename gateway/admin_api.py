@@ -30,6 +30,7 @@ Usd = Annotated[float, msgspec.Meta(ge=0, le=1_000_000_000)]
 INT64_MAX = 2**63 - 1  # what the database columns hold; larger numbers are refused up front
 UnixTime = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
 RowId = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]
+PerMinute = Annotated[int, msgspec.Meta(ge=1, le=INT64_MAX)]  # rpm / tpm (gateway.ratelimit)
 
 
 class UserCreate(msgspec.Struct, forbid_unknown_fields=True):
@@ -50,10 +51,14 @@ class KeyCreate(msgspec.Struct, forbid_unknown_fields=True):
     allow_ips: list[str] | None = None
     expires_at: UnixTime = 0
     enabled: bool = True
+    rpm: PerMinute | None = None
+    tpm: PerMinute | None = None
+    soft_limit_usd: Usd | None = None
 
 
 class KeyPatch(msgspec.Struct, forbid_unknown_fields=True):
-    """Absent fields stay as they are; ``null`` clears ``quota_usd``, ``models``, ``allow_ips``."""
+    """Absent fields stay as they are; ``null`` clears ``quota_usd``, ``models``, ``allow_ips``,
+    ``rpm``, ``tpm`` and ``soft_limit_usd``."""
 
     name: Name | msgspec.UnsetType = msgspec.UNSET
     quota_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET
@@ -61,12 +66,25 @@ class KeyPatch(msgspec.Struct, forbid_unknown_fields=True):
     allow_ips: list[str] | msgspec.UnsetType | None = msgspec.UNSET
     expires_at: UnixTime | msgspec.UnsetType = msgspec.UNSET
     enabled: bool | msgspec.UnsetType = msgspec.UNSET
+    rpm: PerMinute | msgspec.UnsetType | None = msgspec.UNSET
+    tpm: PerMinute | msgspec.UnsetType | None = msgspec.UNSET
+    soft_limit_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET
+
+
+def optional_nano(usd: float | msgspec.UnsetType | None) -> int | msgspec.UnsetType | None:
+    """A USD field of a PATCH in nano-USD, UNSET and None (clear) kept as they are."""
+    return usd if usd is None or isinstance(usd, msgspec.UnsetType) else usd_to_nano(usd)
+
+
+def _usd_or_none(nano: int | None) -> float | None:
+    return None if nano is None else nano_to_usd(nano)
 
 
 def user_json(user: UserRecord) -> dict[str, Any]:
     return {"id": user.id, "name": user.name, "group": user.group,
             "quota_usd": nano_to_usd(user.balance_nano), "used_usd": nano_to_usd(user.used_nano),
-            "request_count": user.request_count, "created_at": user.created_at, "enabled": user.enabled}
+            "request_count": user.request_count, "created_at": user.created_at, "enabled": user.enabled,
+            "soft_limit_usd": _usd_or_none(user.soft_limit_nano)}
 
 
 def name_taken(name: str) -> GatewayError:
@@ -81,7 +99,8 @@ def key_json(key: KeyRecord, full_key: str | None = None) -> dict[str, Any]:
             "masked": key.masked, "enabled": key.enabled,
             "quota_usd": None if key.quota_nano is None else nano_to_usd(key.quota_nano),
             "spent_usd": nano_to_usd(key.spent_nano), "models": key.models,
-            "allow_ips": key.allow_ips, "expires_at": key.expires_at, "created_at": key.created_at}
+            "allow_ips": key.allow_ips, "expires_at": key.expires_at, "created_at": key.created_at,
+            "rpm": key.rpm, "tpm": key.tpm, "soft_limit_usd": _usd_or_none(key.soft_limit_nano)}
 
 
 class AdminOps:
@@ -140,7 +159,9 @@ class AdminOps:
             id=0, user_id=body.user_id, name=body.name, key_hash=hash_secret(secret),
             masked=mask_key(secret), enabled=body.enabled,
             quota_nano=None if body.quota_usd is None else usd_to_nano(body.quota_usd),
-            models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at)
+            models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at, rpm=body.rpm,
+            tpm=body.tpm,
+            soft_limit_nano=None if body.soft_limit_usd is None else usd_to_nano(body.soft_limit_usd))
         key = await self.storage.create_key(record)
         await self.changed()
         return key_json(key, full_key=secret)
@@ -162,7 +183,8 @@ class AdminOps:
         quota: int | msgspec.UnsetType | None = (
             usd_to_nano(body.quota_usd) if isinstance(body.quota_usd, float | int) else body.quota_usd)
         changes = KeyChanges(name=body.name, enabled=body.enabled, quota_nano=quota,
-                             models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at)
+                             models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at,
+                             rpm=body.rpm, tpm=body.tpm, soft_limit_nano=optional_nano(body.soft_limit_usd))
         key = await self.storage.update_key(key_id, changes)
         if key is None:
             raise NotFound(f"No key with id {key_id}.")

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gateway.context import Gateway
     from gateway.families import WireFamily
     from gateway.records import RequestLog
+    from gateway.storage.base import SoftLimitCrossing
     from gateway.tasks.family import TaskFamily
     from gateway.translation import ProtocolAdapter
 
@@ -60,6 +61,14 @@ def gateway_shutdown(gateway: Gateway) -> Awaitable[None] | None:
 def gateway_request_finished(gateway: Gateway, log: RequestLog) -> None:
     """A metered call ended (any outcome). ``log`` is the typed record that is also written to the
     request log; subscribers (metrics, billing exports, audit trails) must not block."""
+
+
+@hookspec
+def gateway_soft_limit_reached(gateway: Gateway, crossing: SoftLimitCrossing) -> None:
+    """A key's spent (``crossing.scope == "key"``) or a user's used total (``"user"``) reached
+    its ``soft_limit_usd`` (``crossing.soft_limit_nano``, ``crossing.spent_nano``; nano-USD). Fired
+    once per crossing across all replicas, after the settlement that crossed it; nothing is refused.
+    Subscribers (mail, webhooks, the metrics plugin) must not block: schedule slow work."""
 
 
 @hookspec(firstresult=True)

@@ -32,6 +32,7 @@ from gateway.errors import GatewayError, RequestTooLarge
 from gateway.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.keys import Network, client_ip_from, parse_networks
+from gateway.ratelimit import RateLimitHeaders
 
 access_log = logging.getLogger("gateway.access")
 
@@ -247,7 +248,7 @@ def _content_length(scope: Scope) -> int | None:
 
 def middleware_stack(config: Config, families: FamilyRegistry) -> list[Middleware]:
     """The middleware of ``create_app``, outermost first."""
-    stack = [Middleware(RequestIdMiddleware)]
+    stack = [Middleware(RequestIdMiddleware), Middleware(RateLimitHeaders)]
     if config.logging.access_log:
         stack.append(Middleware(AccessLogMiddleware, trusted_proxies=parse_networks(config.trusted_proxies)))
     stack += [Middleware(ErrorGuardMiddleware, families=families),

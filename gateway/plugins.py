@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "gateway.default_hooks",
+    "gateway.ratelimit",
+    "gateway.softlimit",
     "translators.chat",
     "translators.messages",
     "translators.v1beta",

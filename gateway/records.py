@@ -16,6 +16,7 @@ class UserRecord(msgspec.Struct, omit_defaults=True):
     request_count: int = 0
     created_at: int = 0
     enabled: bool = True  # False: its keys and token are refused (CONTRACT 4, PATCH /admin/users)
+    soft_limit_nano: int | None = None  # alert threshold on used_nano (gateway.softlimit); None = none
 
 
 class KeyRecord(msgspec.Struct, omit_defaults=True):
@@ -32,6 +33,9 @@ class KeyRecord(msgspec.Struct, omit_defaults=True):
     allow_ips: list[str] | None = None  # IPs/CIDRs; None = any
     expires_at: int = 0  # Unix seconds; 0 = never
     created_at: int = 0
+    rpm: int | None = None  # requests per minute (gateway.ratelimit); None = none
+    tpm: int | None = None  # tokens (input plus output, as settled) per minute; None = none
+    soft_limit_nano: int | None = None  # alert threshold on spent_nano (gateway.softlimit); None = none
 
 
 class Principal(msgspec.Struct):

@@ -26,6 +26,7 @@ from gateway.canonical import Usage
 from gateway.config import ModelConfig
 from gateway.context import Gateway
 from gateway.money import TokenPrices, usage_cost, worst_case_cost
+from gateway.ratelimit import admit_call
 from gateway.records import Outcome, Principal, RequestLog
 from gateway.storage.base import Reservation
 
@@ -113,6 +114,9 @@ class CallContext:
         return worst_case_cost(self.prices, input_tokens, ceiling * max(candidates, 1), self.ratio)
 
     async def reserve(self, amount_nano: int) -> None:
+        # Every metered call reserves first: the rate limit is checked here, before any money is
+        # held or any upstream asked (``gateway.ratelimit``).
+        await admit_call(self.gateway, self.principal)
         self.reservation = await self.gateway.meter.reserve(self.request_id, self.principal, amount_nano)
 
     def mark_first_byte(self) -> None:

@@ -141,6 +141,17 @@ class UnchargedEntry(msgspec.Struct):
     uncharged_nano: int
 
 
+class SoftLimitCrossing(msgspec.Struct, frozen=True):
+    """A soft limit just reached (``gateway.softlimit``): ``scope`` "key" compares the key's
+    ``spent_nano``, "user" the user's ``used_nano``, with the threshold ``soft_limit_nano``."""
+
+    scope: str
+    user_id: int
+    key_id: int | None
+    soft_limit_nano: int
+    spent_nano: int
+
+
 class KeyChanges(msgspec.Struct, omit_defaults=True):
     """Fields of a PATCH; UNSET leaves a field as it is, None clears a nullable one."""
 
@@ -150,6 +161,9 @@ class KeyChanges(msgspec.Struct, omit_defaults=True):
     models: list[str] | msgspec.UnsetType | None = msgspec.UNSET
     allow_ips: list[str] | msgspec.UnsetType | None = msgspec.UNSET
     expires_at: int | msgspec.UnsetType = msgspec.UNSET
+    rpm: int | msgspec.UnsetType | None = msgspec.UNSET
+    tpm: int | msgspec.UnsetType | None = msgspec.UNSET
+    soft_limit_nano: int | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class UserChanges(msgspec.Struct, omit_defaults=True):
@@ -158,6 +172,7 @@ class UserChanges(msgspec.Struct, omit_defaults=True):
     name: str | msgspec.UnsetType = msgspec.UNSET
     group: str | msgspec.UnsetType = msgspec.UNSET
     enabled: bool | msgspec.UnsetType = msgspec.UNSET
+    soft_limit_nano: int | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class LogFilter(msgspec.Struct, omit_defaults=True):
@@ -291,6 +306,12 @@ class Storage(ABC):
     # --- user administration (``sql_admin``) -------------------------------------------------------
     async def update_user(self, user_id: int, changes: UserChanges) -> UserRecord | None:
         """None for an unknown or deleted user. Raises ``NameTaken`` when the new name is in use."""
+        raise NotImplementedError
+
+    async def claim_soft_limit_crossings(self, user_id: int, key_id: int) -> list[SoftLimitCrossing]:
+        """The soft limits of this user and key that are reached and not yet announced, each
+        marked announced in the same statement (a conditional update: of several processes asking
+        at once, exactly one gets a crossing)."""
         raise NotImplementedError
 
     async def delete_user(self, user_id: int) -> bool:

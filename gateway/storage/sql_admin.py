@@ -16,13 +16,22 @@ import msgspec
 
 from gateway.records import UserRecord
 from gateway.storage import sql_money as m
-from gateway.storage.base import DailyCost, LogFilter, LogPage, NameTaken, TaskRecord, UserChanges
+from gateway.storage.base import (
+    DailyCost,
+    LogFilter,
+    LogPage,
+    NameTaken,
+    SoftLimitCrossing,
+    TaskRecord,
+    UserChanges,
+)
 from gateway.storage.sql_common import _LIVE, _TASK_COLUMNS, _USER_COLUMNS, SqlStorage, Tx, _task, _user
 
 _ADJUST_LEDGER = """INSERT INTO ledger
 (ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano, note)
 VALUES (?, 'adjust', ?, ?, NULL, ?, 0, 0, ?)"""
-_USER_FIELDS = {"name": "name", "group": "user_group", "enabled": "enabled"}  # Struct field -> column
+_USER_FIELDS = {"name": "name", "group": "user_group", "enabled": "enabled",
+                "soft_limit_nano": "soft_limit_nano"}  # Struct field -> column
 _NAME_IN_USE = f"SELECT 1 AS one FROM users WHERE name = ? AND id <> ? AND {_LIVE}"
 
 
@@ -75,6 +84,24 @@ class SqlAdmin(SqlStorage):
             if "name" in sets and await self.user_name_taken(sets["name"], user_id):
                 raise NameTaken(sets["name"]) from None
             raise
+
+    async def claim_soft_limit_crossings(self, user_id: int, key_id: int) -> list[SoftLimitCrossing]:
+        async def fn(tx: Tx) -> list[SoftLimitCrossing]:
+            found = []
+            for scope, table, spent, row_id in (("key", "api_keys", "spent_nano", key_id),
+                                                ("user", "users", "used_nano", user_id)):
+                rows = await tx.fetchall(
+                    f"UPDATE {table} SET soft_alerted_nano = soft_limit_nano WHERE id = ? "
+                    f"AND soft_limit_nano IS NOT NULL AND {spent} >= soft_limit_nano "
+                    "AND (soft_alerted_nano IS NULL OR soft_alerted_nano <> soft_limit_nano) "
+                    f"RETURNING soft_limit_nano, {spent} AS spent", (row_id,))
+                found += [SoftLimitCrossing(scope=scope, user_id=user_id,
+                                            key_id=key_id if scope == "key" else None,
+                                            soft_limit_nano=r["soft_limit_nano"], spent_nano=r["spent"])
+                          for r in rows]
+            return found
+
+        return await self._write(fn)
 
     async def delete_user(self, user_id: int) -> bool:
         async def fn(tx: Tx) -> bool:

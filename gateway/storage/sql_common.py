@@ -63,10 +63,11 @@ POSTGRES = Dialect(
     migration_lock="SELECT pg_advisory_xact_lock(72420310)",
 )
 
-_USER_COLUMNS = "id, name, user_group, balance_nano, used_nano, request_count, created_at, enabled"
+_USER_COLUMNS = ("id, name, user_group, balance_nano, used_nano, request_count, created_at, enabled, "
+                 "soft_limit_nano")
 _LIVE = "deleted_at IS NULL"  # a deleted user keeps its row (ledger, logs) but is gone otherwise
 _KEY_COLUMNS = ("id, user_id, name, key_hash, masked, enabled, quota_nano, spent_nano, reserved_nano, "
-                "models, allow_ips, expires_at, created_at")
+                "models, allow_ips, expires_at, created_at, rpm, tpm, soft_limit_nano")
 _KEY_EDITABLE = frozenset(KeyChanges.__struct_fields__)
 _TASK_FIELDS: tuple[str, ...] = TaskRecord.__struct_fields__
 _TASK_COLUMNS = ", ".join(_TASK_FIELDS)
@@ -80,7 +81,7 @@ def _user(row: Row) -> UserRecord:
     return UserRecord(id=row["id"], name=row["name"], group=row["user_group"],
                       balance_nano=row["balance_nano"], used_nano=row["used_nano"],
                       request_count=row["request_count"], created_at=row["created_at"],
-                      enabled=bool(row["enabled"]))
+                      enabled=bool(row["enabled"]), soft_limit_nano=row["soft_limit_nano"])
 
 
 def _json_list(text: str | None) -> list[str] | None:
@@ -96,7 +97,8 @@ def _key(row: Row) -> KeyRecord:
                      masked=row["masked"], enabled=bool(row["enabled"]), quota_nano=row["quota_nano"],
                      spent_nano=row["spent_nano"], reserved_nano=row["reserved_nano"],
                      models=_json_list(row["models"]), allow_ips=_json_list(row["allow_ips"]),
-                     expires_at=row["expires_at"], created_at=row["created_at"])
+                     expires_at=row["expires_at"], created_at=row["created_at"], rpm=row["rpm"],
+                     tpm=row["tpm"], soft_limit_nano=row["soft_limit_nano"])
 
 
 def _task(row: Row) -> TaskRecord:
@@ -214,11 +216,12 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
         async def fn(tx: Tx) -> KeyRecord:
             rows = await tx.fetchall(
                 "INSERT INTO api_keys (user_id, name, key_hash, masked, enabled, quota_nano, models, "
-                "allow_ips, expires_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "allow_ips, expires_at, created_at, rpm, tpm, soft_limit_nano) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 f"RETURNING {_KEY_COLUMNS}",
                 (key.user_id, key.name, key.key_hash, key.masked, key.enabled, key.quota_nano,
                  _dump_list(key.models), _dump_list(key.allow_ips), key.expires_at,
-                 key.created_at or int(time.time())))
+                 key.created_at or int(time.time()), key.rpm, key.tpm, key.soft_limit_nano))
             await self._bump(tx)
             return _key(rows[0])
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gateway.errors import GatewayError, InvalidRequest, NotFound, UpstreamError
+from gateway.ratelimit import admit_call
 from gateway.records import Principal, RequestLog
 from gateway.storage.base import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
 from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
@@ -183,6 +184,7 @@ class TaskEngine:
         """Accept a task: check its callback, hold the dearest candidate's price, hand it to the
         first candidate that answers (``send``; an ``UpstreamFailure`` moves on, any other error
         fails the task and reaches the client), and schedule its first poll."""
+        await admit_call(self.gateway, principal)  # rate limits: before anything is stored or held
         if new.notify_hook:
             await self.check_callback(new.notify_hook, new.hook_param)
         if not candidates:

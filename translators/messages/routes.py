@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.http import endpoint, get_gateway, json_response, read_json_body
+from gateway.ratelimit import admit_call
 from gateway.tokens import estimate_request_tokens
 from translators.messages import request as request_decoder
 from translators.messages.client import MESSAGES
@@ -31,6 +32,7 @@ async def count_tokens(request: Request) -> Response:
     body = await read_json_body(request)
     canonical = request_decoder.decode(body, require_max_tokens=False)
     gateway.catalogue.check(principal, canonical.model)
+    await admit_call(gateway, principal)  # free, but rate-limited like any call
     return json_response({"input_tokens": estimate_request_tokens(canonical)})
 
 

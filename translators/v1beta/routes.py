@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.errors import NotFound
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body
+from gateway.ratelimit import admit_call
 from gateway.tokens import estimate_request_tokens
 from translators.v1beta.client import decode_generate_request, model_from_path
 from translators.v1beta.embeddings import EMBED_BATCH, EMBED_ONE
@@ -42,6 +43,7 @@ async def _count_tokens(request: Request, model: str) -> Response:
     inner = decode_body(body, _CountTokensView).generateContentRequest
     canonical = decode_generate_request(bytes(inner) if inner is not None else body, model, False)
     gw.catalogue.check(principal, canonical.model)
+    await admit_call(gw, principal)  # free, but rate-limited like any call
     return json_response({"totalTokens": estimate_request_tokens(canonical)})
 
 
