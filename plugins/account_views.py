@@ -53,8 +53,10 @@ def nano_to_rmb(nano: int, rmb_per_usd: float) -> float:
 @endpoint(DEFAULT_FAMILY)
 async def billing_subscription(request: Request) -> Response:
     """Spec 2.10. ``hard_limit_usd``: the key's own ceiling when it has one, else the user's total
-    (balance + spent + held by calls in flight, i.e. every top-up); ``soft_limit_usd`` and
-    ``system_hard_limit_usd`` equal it; ``access_until``: the key's expiry (0 = permanent)."""
+    (balance + spent + held by calls in flight, i.e. every top-up); ``system_hard_limit_usd``
+    equals it; ``soft_limit_usd``: the alert threshold on the same scale (the key's own, or the
+    user's when the limit is the user's), else the hard limit (CONTRACT 4b); ``access_until``: the
+    key's expiry (0 = permanent)."""
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, DEFAULT_FAMILY)
     await gw.meter.settled()  # read your writes: the calls already answered are in the figures
@@ -65,10 +67,12 @@ async def billing_subscription(request: Request) -> Response:
         held = sum(k.reserved_nano for k in await gw.storage.list_keys(user.id))
         hard = user.balance_nano + user.used_nano + held
     hard_usd = nano_to_usd(hard)
+    soft = key.soft_limit_nano if key.soft_limit_nano is not None or key.quota_nano is not None \
+        else user.soft_limit_nano
     return json_response({
         "object": "billing_subscription",
         "has_payment_method": False,
-        "soft_limit_usd": hard_usd,
+        "soft_limit_usd": hard_usd if soft is None else nano_to_usd(soft),
         "hard_limit_usd": hard_usd,
         "system_hard_limit_usd": hard_usd,
         "access_until": key.expires_at,

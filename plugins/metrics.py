@@ -9,6 +9,8 @@ worker per scrape target):
 * ``gateway_tokens_total{model, kind}``: prompt / completion tokens served
 * ``gateway_uncharged_requests_total``, ``gateway_uncharged_usd_total``: served cost that could
   not be charged (balance or key ceiling exhausted; README "Money")
+* ``gateway_soft_limit_reached_total{scope}``: soft limits crossed (``gateway_soft_limit_reached``;
+  ``scope`` is ``key`` or ``user``), counted by the replica that announced the crossing
 
 The state lives in ``gateway.extensions["metrics"]``, made at start-up: nothing module-global.
 Model labels are limited to the catalogue's ids (anything else is ``other``), so a client cannot
@@ -31,6 +33,7 @@ from gateway.families import DEFAULT_FAMILY
 from gateway.hookspecs import hookimpl
 from gateway.http import endpoint, get_gateway
 from gateway.records import RequestLog
+from gateway.storage.base import SoftLimitCrossing
 
 EXTENSION = "metrics"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -64,6 +67,7 @@ class Metrics:
         self.latency: defaultdict[tuple[str, str], _Histogram] = defaultdict(_Histogram)
         self.upstream_errors: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.tokens: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self.soft_limits: defaultdict[str, int] = defaultdict(int)  # scope -> crossings announced
         self._routes: set[str] = set()
 
     def _route(self, path: str) -> str:
@@ -110,6 +114,9 @@ class Metrics:
         _family(out, "gateway_tokens_total", "counter", "Tokens served by model and kind.")
         for (model, kind), n in sorted(self.tokens.items()):
             out.append(f"gateway_tokens_total{_labels(model=model, kind=kind)} {n}")
+        _family(out, "gateway_soft_limit_reached_total", "counter", "Soft limits crossed, by key or user.")
+        for scope in ("key", "user"):
+            out.append(f"gateway_soft_limit_reached_total{_labels(scope=scope)} {self.soft_limits[scope]}")
         return "\n".join(out) + "\n"
 
 
@@ -155,6 +162,13 @@ def gateway_request_finished(gateway: Gateway, log: RequestLog) -> None:
     metrics = gateway.extensions.get(EXTENSION)
     if isinstance(metrics, Metrics):
         metrics.observe(log)
+
+
+@hookimpl
+def gateway_soft_limit_reached(gateway: Gateway, crossing: SoftLimitCrossing) -> None:
+    metrics = gateway.extensions.get(EXTENSION)
+    if isinstance(metrics, Metrics):
+        metrics.soft_limits[crossing.scope] += 1
 
 
 @hookimpl
