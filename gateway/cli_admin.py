@@ -56,7 +56,22 @@ async def _keys_create(ops: AdminOps, args: argparse.Namespace) -> Any:
         fields["models"] = _csv(args.models)
     if args.allow_ips is not None:
         fields["allow_ips"] = _csv(args.allow_ips)
+    fields.update(_limit_fields(args))
     return await ops.create_key(_body(fields, KeyCreate))
+
+
+_LIMITS = (("rpm", "no_rpm"), ("tpm", "no_tpm"), ("soft_limit_usd", "no_soft_limit"))
+
+
+def _limit_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """``--rpm`` / ``--tpm`` / ``--soft-limit-usd`` as given; on update, ``--no-...`` clears one."""
+    fields: dict[str, Any] = {}
+    for name, clear in _LIMITS:
+        if getattr(args, clear, False):
+            fields[name] = None
+        elif getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    return fields
 
 
 async def _keys_list(ops: AdminOps, args: argparse.Namespace) -> Any:
@@ -83,6 +98,7 @@ async def _keys_update(ops: AdminOps, args: argparse.Namespace) -> Any:
         fields["allow_ips"] = _csv(args.allow_ips)
     if args.expires_at is not None:
         fields["expires_at"] = args.expires_at
+    fields.update(_limit_fields(args))
     return await ops.update_key(args.key_id, _body(fields, KeyPatch))
 
 
@@ -195,6 +211,9 @@ def _key_fields(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", help="comma-separated allowlist of model ids")
     p.add_argument("--allow-ips", help="comma-separated IPs/CIDRs the key may be used from")
     p.add_argument("--expires-at", type=int, help="Unix seconds; 0 = never")
+    p.add_argument("--rpm", type=int, help="requests per minute (rate limit)")
+    p.add_argument("--tpm", type=int, help="tokens (input plus output) per minute (rate limit)")
+    p.add_argument("--soft-limit-usd", type=float, help="spending alert threshold in USD")
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
@@ -233,6 +252,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--no-quota", action="store_true", help="remove the key's ceiling")
     p.add_argument("--all-models", action="store_true", help="remove the model allowlist")
     p.add_argument("--any-ip", action="store_true", help="remove the IP allowlist")
+    p.add_argument("--no-rpm", action="store_true", help="remove the key's own requests-per-minute limit")
+    p.add_argument("--no-tpm", action="store_true", help="remove the key's own tokens-per-minute limit")
+    p.add_argument("--no-soft-limit", action="store_true", help="remove the key's alert threshold")
     p.set_defaults(func=_command(_keys_update))
     p = _common(keys.add_parser("delete", help="delete a key"))
     p.add_argument("key_id", type=int)
