@@ -30,7 +30,7 @@ from gateway.canonical import (
 from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
 from gateway.wire.decode import decode
-from translators.chat.fastpath import OpenAIFastPath
+from translators.chat.fastpath import ChatView, OpenAIFastPath
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
 from translators.chat.response import DONE, SSE_CONTENT_TYPE, sse_error, sse_event
 from translators.chat.validation import require, stop_list, unknown_fields
@@ -42,9 +42,11 @@ KNOWN_FIELDS = frozenset(f.name for f in msgspec.structs.fields(CompletionReques
 DEFAULT_MAX_TOKENS = 16
 
 
-def decode_completion_request(body: bytes) -> ChatRequest:
+def decode_completion_request(body: bytes, wire: CompletionRequest | None = None) -> ChatRequest:
+    """``wire``: the body already decoded (by the fast path's ``peek``), not decoded again."""
     top = decode(top_level_decoder, body)
-    wire = decode(completion_request_decoder, body)
+    if wire is None:
+        wire = decode(completion_request_decoder, body)
     require(bool(wire.model), "You must provide a model parameter: `model` is empty.", "model")
     prompt = _single_prompt(wire.prompt)
     max_tokens = DEFAULT_MAX_TOKENS if wire.max_tokens is None else wire.max_tokens
@@ -159,8 +161,10 @@ class CompletionsFrontend(OpenAIFastPath):
     upstream_path = "/v1/completions"
 
     def decode_request(self, call: ClientCall) -> ChatRequest:
+        view = call.view
         try:
-            return decode_completion_request(call.body)
+            wire = view.completion if isinstance(view, ChatView) else None
+            return decode_completion_request(call.body, wire)
         except InvalidRequest as err:
             return self.lenient(call, err)
 

@@ -1,7 +1,8 @@
 """The same-format fast path for chat and legacy completions: client bytes up, upstream bytes down.
 
-Only what metering needs is decoded, with small view Structs: the request's model, stream flag,
-output ceiling and stream options (``peek``), and the upstream's ``usage``. The client's body is
+The request is validated by ``peek`` on every path (decoded once into its wire Struct, which the
+translated path reuses: ``ChatView``), so a body the family refuses never reaches an upstream;
+from the answer only the ``usage`` is read, with a small view Struct. The client's body is
 forwarded untouched unless the model is aliased (the upstream knows it by another id) or the
 client streams without ``stream_options.include_usage`` (the gateway asks for usage anyway, to
 bill it, and drops the usage-only chunk the client did not ask for); either costs one
@@ -14,6 +15,7 @@ Frontends are stateless: whether the model was aliased (so that ``fast_stream`` 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import msgspec
 import orjson
@@ -26,24 +28,71 @@ from gateway.translation import RequestView, UpstreamCall
 from gateway.wire.decode import decode, field_error
 from gateway.wire.sse import complete_end, event_data, split_events
 from translators.chat.mapping import usage_from_wire
-from translators.chat.wire import peek_decoder, usage_only_decoder
+from translators.chat.validation import require
+from translators.chat.wire import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    StreamOptions,
+    chat_request_decoder,
+    completion_request_decoder,
+    usage_only_decoder,
+)
 
 _MODEL_VALUE = re.compile(rb'"model"\s*:\s*"(?:[^"\\]|\\.)*"')
 
 
-def peek_request(body: bytes, path_model: str | None) -> RequestView:
-    """The request fields metering and routing need, without decoding the prompt."""
-    view = decode(peek_decoder, body)
-    model = view.model or path_model
-    if not model:
-        raise InvalidRequest("You must provide a model parameter: `model` is missing.", param="model")
-    stream = bool(view.stream)
-    max_tokens = view.max_completion_tokens if view.max_completion_tokens is not None else view.max_tokens
-    copies = max(view.n or 1, view.best_of or 1)  # best_of: every generated candidate is billed
-    stream_usage = stream and view.stream_options is not None and bool(view.stream_options.include_usage)
-    return RequestView(model=model, stream=stream, max_tokens=max_tokens,
-                       input_tokens_estimate=body_token_bound(body), stream_usage=stream_usage,
-                       candidates=copies)
+class ChatView(RequestView):
+    """The view of a chat or legacy completions request: what metering and routing need, plus the
+    validated wire request itself, decoded once by ``peek`` and reused by the translated path."""
+
+    chat: ChatCompletionRequest | None = None
+    completion: CompletionRequest | None = None
+
+
+def _view(body: bytes, model: str, stream: bool | None, max_tokens: int | None, copies: int,
+          options: StreamOptions | None) -> dict[str, Any]:
+    streaming = bool(stream)
+    return {"model": model, "stream": streaming, "max_tokens": max_tokens,
+            "input_tokens_estimate": body_token_bound(body), "candidates": copies,
+            "stream_usage": streaming and options is not None and bool(options.include_usage)}
+
+
+def peek_chat(body: bytes) -> ChatView:
+    """A chat completions request, validated as the family defines it (every field typed, the
+    required ones present), whichever path it takes; the prompt is not translated."""
+    wire = decode(chat_request_decoder, body)
+    require(bool(wire.model), "You must provide a model parameter: `model` is empty.", "model")
+    require(bool(wire.messages), "`messages` must be a non-empty array.", "messages")
+    max_tokens = wire.max_completion_tokens if wire.max_completion_tokens is not None else wire.max_tokens
+    return ChatView(**_view(body, wire.model, wire.stream, max_tokens, wire.n or 1, wire.stream_options),
+                    chat=wire)
+
+
+def peek_completion(body: bytes) -> ChatView:
+    """A legacy completions request, validated (``prompt``: a string, strings, token ids, or
+    arrays of token ids)."""
+    wire = decode(completion_request_decoder, body)
+    require(bool(wire.model), "You must provide a model parameter: `model` is empty.", "model")
+    check_prompt(wire.prompt)
+    copies = max(wire.n or 1, wire.best_of or 1)  # best_of: every generated candidate is billed
+    return ChatView(**_view(body, wire.model, wire.stream, wire.max_tokens, copies, wire.stream_options),
+                    completion=wire)
+
+
+def check_prompt(prompt: Any) -> None:
+    if prompt is None or isinstance(prompt, str):
+        return
+    if isinstance(prompt, list) and (all(isinstance(p, str) for p in prompt)
+                                     or all(_token_id(p) for p in prompt)
+                                     or all(isinstance(p, list) and all(_token_id(t) for t in p)
+                                            for p in prompt)):
+        return
+    raise InvalidRequest("Invalid value for `prompt`: expected a string, an array of strings, an array "
+                         "of token ids or an array of token id arrays.", param="prompt")
+
+
+def _token_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def forward_body(body: bytes, view: RequestView, upstream_model: str) -> bytes:
@@ -97,7 +146,7 @@ class OpenAIFastPath:
     upstream_path = "/v1/chat/completions"
 
     def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
-        return peek_request(body, path_model)
+        return peek_chat(body) if self.upstream_path == "/v1/chat/completions" else peek_completion(body)
 
     def lenient(self, call: ClientCall, error: InvalidRequest) -> ChatRequest:
         """After a same-format upstream accepted the bytes, the canonical form is only wanted for

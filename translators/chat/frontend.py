@@ -5,7 +5,7 @@ from __future__ import annotations
 from gateway.canonical import ChatRequest, ChatResponse
 from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
-from translators.chat.fastpath import OpenAIFastPath
+from translators.chat.fastpath import ChatView, OpenAIFastPath
 from translators.chat.request import decode_chat_request
 from translators.chat.response import ChatStreamEncoder, encode_chat_response
 
@@ -17,8 +17,9 @@ class ChatFrontend(OpenAIFastPath):
     upstream_path = "/v1/chat/completions"
 
     def decode_request(self, call: ClientCall) -> ChatRequest:
+        view = call.view
         try:
-            return decode_chat_request(call.body)
+            return decode_chat_request(call.body, view.chat if isinstance(view, ChatView) else None)
         except InvalidRequest as err:
             return self.lenient(call, err)
 

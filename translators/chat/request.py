@@ -67,9 +67,11 @@ _DOC_TYPES = {"pdf": "application/pdf", "txt": "text/plain", "md": "text/markdow
               "html": "text/html", "json": "application/json"}
 
 
-def decode_chat_request(body: bytes) -> ChatRequest:
+def decode_chat_request(body: bytes, wire: ChatCompletionRequest | None = None) -> ChatRequest:
+    """``wire``: the body already decoded (by the fast path's ``peek``), not decoded again."""
     top = decode(top_level_decoder, body)
-    wire = decode(chat_request_decoder, body)
+    if wire is None:
+        wire = decode(chat_request_decoder, body)
     require(bool(wire.model), "You must provide a model parameter: `model` is empty.", "model")
     require(bool(wire.messages), "`messages` must be a non-empty array.", "messages")
     system, messages = _messages(wire.messages)

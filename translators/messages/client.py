@@ -32,7 +32,9 @@ class MessagesFrontend:
         return request.peek(body)
 
     def decode_request(self, call: ClientCall) -> ChatRequest:
-        return request.decode(call.body, beta_header(call.headers))
+        view = call.view
+        return request.decode(call.body, beta_header(call.headers),
+                              raw=view.raw if isinstance(view, request.MessagesView) else None)
 
     def encode_response(self, response_: ChatResponse, request_: ChatRequest) -> bytes:
         return response.encode_response(response_, request_)

@@ -114,24 +114,36 @@ def check_roles(roles: list[Any] | None) -> None:
         previous = role
 
 
-def peek(body: bytes) -> RequestView:
-    """The fast path's view: model, stream, max_tokens and an input estimate, all validated."""
-    view = decode_body(body, wire.RequestPeek)
-    check_scalars(view.model, view.max_tokens, view.stream, view.temperature, view.top_p, view.top_k)
-    check_roles(None if view.messages is None else [m.role for m in view.messages])
-    return RequestView(model=view.model, stream=bool(view.stream), max_tokens=view.max_tokens,
-                       input_tokens_estimate=body_token_bound(body), stream_usage=True)
+class MessagesView(RequestView):
+    """The view of a request: what metering and routing need, plus the validated wire request,
+    decoded once by ``peek`` and reused by ``decode`` on the translated path."""
+
+    raw: wire.MessagesRequest | None = None
+
+
+def peek(body: bytes) -> MessagesView:
+    """Every path's first look: the whole request validated as the family defines it (fields,
+    content blocks, tools), without translating it; model, stream, max_tokens and an input bound."""
+    raw = decode_body(body, wire.MessagesRequest)
+    check_scalars(raw.model, raw.max_tokens, raw.stream, raw.temperature, raw.top_p, raw.top_k)
+    check_roles(None if raw.messages is None else [m.role for m in raw.messages])
+    assert raw.model is not None  # checked just above
+    return MessagesView(model=raw.model, stream=bool(raw.stream), max_tokens=raw.max_tokens,
+                        input_tokens_estimate=body_token_bound(body), stream_usage=True, raw=raw)
 
 
 # --- full decode -------------------------------------------------------------------------------------
 
 
-def decode(body: bytes, beta: str | None = None, *, require_max_tokens: bool = True) -> ChatRequest:
-    """The whole request in canonical form (``require_max_tokens=False`` for count_tokens)."""
-    raw = decode_body(body, wire.MessagesRequest)
-    check_scalars(raw.model, raw.max_tokens, raw.stream, raw.temperature, raw.top_p, raw.top_k,
-                  require_max_tokens=require_max_tokens)
-    check_roles(None if raw.messages is None else [m.role for m in raw.messages])
+def decode(body: bytes, beta: str | None = None, *, require_max_tokens: bool = True,
+           raw: wire.MessagesRequest | None = None) -> ChatRequest:
+    """The whole request in canonical form (``require_max_tokens=False`` for count_tokens);
+    ``raw``: the body as ``peek`` already decoded and checked it."""
+    if raw is None:
+        raw = decode_body(body, wire.MessagesRequest)
+        check_scalars(raw.model, raw.max_tokens, raw.stream, raw.temperature, raw.top_p, raw.top_k,
+                      require_max_tokens=require_max_tokens)
+        check_roles(None if raw.messages is None else [m.role for m in raw.messages])
     assert raw.model is not None and raw.messages is not None  # checked just above
     messages = _messages(raw.messages)
     request = ChatRequest(

@@ -38,8 +38,26 @@ def model_from_path(path_model: str | None) -> str:
     return model
 
 
-def decode_generate_request(body: bytes, path_model: str | None, stream: bool) -> ChatRequest:
-    req = decode_body(body, wire.GenerateContentRequest)
+def check_generate_request(req: wire.GenerateContentRequest) -> None:
+    """What the family requires of a request beyond its Struct's types, checked on every path
+    (the fast path included) without translating the prompt."""
+    if not req.contents:
+        raise InvalidRequest("`contents` is required and must not be empty.", param="contents")
+    for i, content in enumerate(req.contents):
+        if (content.role or "user") not in _ROLES:
+            raise InvalidRequest(f"`contents[{i}].role` must be `user` or `model`, got {content.role!r}.",
+                                 param=f"contents[{i}].role")
+        if not content.parts:
+            raise InvalidRequest(f"`contents[{i}].parts` must not be empty.", param=f"contents[{i}].parts")
+    if req.generationConfig is not None:  # its checks, on a throw-away request
+        _apply_generation(ChatRequest(model="", messages=[]), req.generationConfig)
+
+
+def decode_generate_request(body: bytes, path_model: str | None, stream: bool,
+                            req: wire.GenerateContentRequest | None = None) -> ChatRequest:
+    """``req``: the body as the fast path's ``peek`` already decoded and checked it."""
+    if req is None:
+        req = decode_body(body, wire.GenerateContentRequest)
     request = ChatRequest(model=model_from_path(path_model), messages=_messages(req.contents),
                           stream=stream, stream_usage=True)
     if req.systemInstruction is not None:

@@ -11,13 +11,12 @@ from typing import Any
 import msgspec
 
 from gateway.canonical import ChatRequest, ChatResponse, Usage
-from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
 from gateway.tokens import body_token_bound
 from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
 from gateway.wire.decode import decode_body
 from translators.v1beta import wire
-from translators.v1beta.client import decode_generate_request, model_from_path
+from translators.v1beta.client import check_generate_request, decode_generate_request, model_from_path
 from translators.v1beta.fastpath import GeminiFastStream, restore_model_version, usage_of
 from translators.v1beta.mapping import finish_reason, usage_to_wire
 from translators.v1beta.parts import to_wire
@@ -40,6 +39,12 @@ def encode_response(response: ChatResponse, request: ChatRequest) -> bytes:
                          "modelVersion": response.model, "responseId": response.id})
 
 
+class V1betaView(RequestView):
+    """What metering and routing need, plus the validated wire request (decoded once)."""
+
+    raw: wire.GenerateContentRequest | None = None
+
+
 def _sse(call: ClientCall) -> bool:
     return call.query.get("alt") == "sse"
 
@@ -47,18 +52,23 @@ def _sse(call: ClientCall) -> bool:
 class V1betaFrontend:
     family = "v1beta"
 
-    def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
+    def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> V1betaView:
+        """Every path's first look: the request validated as the family defines it (decoded once,
+        reused by ``decode_request``), without translating it."""
         model = model_from_path(path_model)
-        max_tokens, n = decode_body(body, wire.RequestPeek).max_tokens()
-        if max_tokens is not None and max_tokens < 1:
-            raise InvalidRequest("`generationConfig.maxOutputTokens` must be a positive integer.",
-                                 param="generationConfig.maxOutputTokens")
-        return RequestView(model=model, stream=stream_hint, max_tokens=max_tokens,
-                           input_tokens_estimate=body_token_bound(body), stream_usage=True,
-                           candidates=n or 1)
+        req = decode_body(body, wire.GenerateContentRequest)
+        check_generate_request(req)
+        cfg = req.generationConfig
+        max_tokens = cfg.maxOutputTokens if cfg is not None else None
+        n = cfg.candidateCount if cfg is not None else None
+        return V1betaView(model=model, stream=stream_hint, max_tokens=max_tokens,
+                          input_tokens_estimate=body_token_bound(body), stream_usage=True,
+                          candidates=n or 1, raw=req)
 
     def decode_request(self, call: ClientCall) -> ChatRequest:
-        return decode_generate_request(call.body, call.path_model, call.stream_hint)
+        view = call.view
+        return decode_generate_request(call.body, call.path_model, call.stream_hint,
+                                       view.raw if isinstance(view, V1betaView) else None)
 
     def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes:
         return encode_response(response, request)

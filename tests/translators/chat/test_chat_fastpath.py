@@ -52,10 +52,13 @@ def test_peek_errors_name_the_field(raw: bytes, param: str) -> None:
     assert info.value.param == param
 
 
-def test_non_stream_request_forwards_the_very_bytes_without_decoding_messages(
+def test_non_stream_request_forwards_the_very_bytes_without_translating_messages(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # Messages that the full decoder would refuse: the fast path must not look at them at all.
-    raw = body(messages=[{"role": "robot", "content": {"weird": True}}], x_vendor={"keep": [1, 2]})
+    # A valid body (peek validated it) with a part the translator would refuse (input audio) and
+    # a vendor field: the fast path forwards it without translating anything.
+    raw = body(messages=[{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}],
+        x_vendor={"keep": [1, 2]})
 
     def refuse(*_: object) -> None:
         raise AssertionError("the fast path decoded the messages")
