@@ -37,7 +37,7 @@ class Result:
         values = sorted(v for s in self.samples if (v := getattr(s, attr)) is not None)
         if not values:
             return 0.0
-        return values[min(len(values) - 1, int(q * len(values)))]
+        return float(values[min(len(values) - 1, int(q * len(values)))])
 
     def mean(self, attr: str = "latency") -> float:
         values = [v for s in self.samples if (v := getattr(s, attr)) is not None]

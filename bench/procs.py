@@ -1,25 +1,28 @@
-"""Start the simulator and a gateway as real processes on free loopback ports, and read their CPU
-time and peak memory from /proc (each process's own accounting)."""
+"""Start the simulator, the gateway and the floor as real processes on free loopback ports, and read
+their CPU time and memory from /proc (each process's own accounting, summed over the process tree:
+granian and multi-worker servers serve from child processes)."""
 
 from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -32,62 +35,132 @@ def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 30
     raise RuntimeError(f"nothing listens on {port} after {timeout}s")
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants."""
+    found = [pid]
+    for parent in found:
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            children = task / "children"
+            if children.exists():
+                found.extend(int(c) for c in children.read_text().split())
+    return found
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (fields 14 and 15 of /proc/pid/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    """User + system CPU seconds of a process tree (fields 14 and 15 of /proc/pid/stat)."""
+    total = 0
+    for p in tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / _CLK_TCK
 
 
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def rss_mb(pid: int, field: str = "VmHWM") -> float:
+    """The largest ``field`` (VmHWM: peak RSS; VmRSS: current) of any one process of the tree:
+    the memory of the busiest worker."""
+    best = 0.0
+    for p in tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith(field + ":"):
+                    best = max(best, int(line.split()[1]) / 1024)
+        except FileNotFoundError:
+            continue
+    return best
 
 
-def start_simulator(port: int, token_ms: float) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "simulator", "--port", str(port),
-                             "--token-ms", str(token_ms)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen([sys.executable, *args], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                env={**os.environ, **(env or {})})
+
+
+def start_simulator(port: int, token_ms: float, log: Path) -> subprocess.Popen[bytes]:
+    proc = _spawn(["-m", "gateway", "simulator", "--port", str(port), "--token-ms", str(token_ms)], log)
     wait_listening(port, proc)
     return proc
 
 
-def write_config(directory: Path, port: int, sim_port: int, admin_key: str) -> Path:
+def start_floor(server: str, port: int, upstream: str, log: Path) -> subprocess.Popen[bytes]:
+    proc = _spawn(["-m", "bench.floor", server, str(port)], log, {"BENCH_FLOOR_UPSTREAM": upstream})
+    wait_listening(port, proc)
+    return proc
+
+
+def start_gateway(config: Path, port: int, server: str, log: Path) -> subprocess.Popen[bytes]:
+    proc = _spawn(["-m", "gateway", "serve", "--config", str(config), "--server", server], log)
+    wait_listening(port, proc)
+    return proc
+
+
+def start_litellm(config: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    venv = ROOT / "bench" / ".litellm-venv" / "bin"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False",
+           "NO_DOCS": "True", "DISABLE_ADMIN_UI": "True"}
+    with log.open("ab") as out:
+        proc = subprocess.Popen([str(venv / "litellm"), "--config", str(config), "--host", "127.0.0.1",
+                                 "--port", str(port), "--num_workers", "1"],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=config.parent, env=env)
+    wait_listening(port, proc, timeout=180)
+    return proc
+
+
+def write_config(directory: Path, name: str, port: int, sim_port: int, admin_key: str,
+                 extra_models: int = 0) -> Path:
+    """The bench config: one upstream per protocol plus the cross-protocol routes of the
+    translated scenarios; ``extra_models`` more catalogue entries for the scale check."""
     sim = f"http://127.0.0.1:{sim_port}"
+    price = "{input_per_mtok: 3, output_per_mtok: 15}"
+    extra = "".join(f"  - {{id: extra-{i}, price: {price}}}\n" for i in range(extra_models))
+    extra_ids = ", ".join(f"extra-{i}" for i in range(extra_models))
     text = f"""
 listen: {{host: 127.0.0.1, port: {port}}}
-database: sqlite:///{directory}/bench.db
+database: sqlite:///{directory}/{name}.db
 admin_key: {admin_key}
 simulator: {{enabled: false}}
 logging: {{access_log: false}}
 models:
   - {{id: sim-chat, price: {{input_per_mtok: 0.5, output_per_mtok: 1.5}}}}
-  - {{id: sim-claude, price: {{input_per_mtok: 3, output_per_mtok: 15}}}}
-  - {{id: claude-on-chat, price: {{input_per_mtok: 3, output_per_mtok: 15}}}}
-upstreams:
-  - {{name: sim-openai, protocol: chat, base_url: "{sim}", api_key: sk-sim, models: [sim-chat],
-     timeouts: {{connect_s: 5, first_byte_s: 60, idle_s: 60}}}}
-  - {{name: sim-openai-for-claude, protocol: chat, base_url: "{sim}", api_key: sk-sim,
-     models: {{claude-on-chat: sim-chat}}}}
-  - {{name: sim-anthropic, protocol: messages, base_url: "{sim}", api_key: sk-sim, models: [sim-claude]}}
+  - {{id: sim-claude, price: {price}}}
+  - {{id: sim-gemini, price: {price}}}
+  - {{id: sim-embed, price: {{input_per_mtok: 0.02}}}}
+  - {{id: claude-on-chat, price: {price}}}
+  - {{id: gemini-on-chat, price: {price}}}
+  - {{id: chat-on-messages, price: {price}}}
+{extra}upstreams:
+  - {{name: sim-openai, protocol: chat, base_url: "{sim}", api_key: sk-sim, models: [sim-chat, sim-embed]}}
+  - {{name: sim-openai-x, protocol: chat, base_url: "{sim}", api_key: sk-sim,
+     models: {{claude-on-chat: sim-chat, gemini-on-chat: sim-chat}}}}
+  - {{name: sim-anthropic, protocol: messages, base_url: "{sim}", api_key: sk-sim,
+     models: {{sim-claude: sim-claude, chat-on-messages: sim-claude}}}}
+  - {{name: sim-google, protocol: v1beta, base_url: "{sim}", api_key: sk-sim, models: [sim-gemini]}}
 """
-    path = directory / "bench.yaml"
+    if extra_models:
+        text += f'  - {{name: sim-extra, protocol: chat, base_url: "{sim}", api_key: sk-sim, ' \
+                f"models: [{extra_ids}]}}\n"
+    path = directory / f"{name}.yaml"
     path.write_text(text)
     return path
 
 
-def start_gateway(config: Path, port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "gateway", "serve", "--config", str(config)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_listening(port, proc)
-    return proc
+def add_keys(db: Path, count: int) -> None:
+    """``count`` more API keys (random hashes, one user) straight into the database: the scale
+    check's 100,000-key table."""
+    with sqlite3.connect(db) as conn:
+        user_id = conn.execute("SELECT id FROM users ORDER BY id LIMIT 1").fetchone()[0]
+        now = int(time.time())
+        conn.executemany(
+            "INSERT INTO api_keys (user_id, name, key_hash, masked, created_at) VALUES (?, ?, ?, ?, ?)",
+            ((user_id, f"k{i}", os.urandom(32).hex(), "sk-...", now) for i in range(count)))
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
     proc.terminate()
     try:
-        proc.wait(timeout=15)
+        proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import yaml
 
 from gateway.config import ConfigError, load_config
+from gateway.servers import DEFAULT_SERVER, SERVERS
 
 DEFAULT_CONFIG = "config/gateway.yaml"
 # Set by ``gateway serve`` for its simulator child: the token the child answers in /healthz.
@@ -38,7 +39,7 @@ def print_config_errors(exc: ConfigError) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from gateway.serve import serve
 
-    return serve(args.config, host=args.host, port=args.port, workers=args.workers)
+    return serve(args.config, host=args.host, port=args.port, workers=args.workers, server=args.server)
 
 
 def _simulator(args: argparse.Namespace) -> int:
@@ -74,6 +75,8 @@ def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--host", help="listen address (default: listen.host of the config)")
     p.add_argument("--port", type=int, help="listen port (default: listen.port of the config)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument("--server", choices=SERVERS, default=DEFAULT_SERVER, metavar="NAME",
+                   help=f"ASGI server (default: {DEFAULT_SERVER}); one of {', '.join(SERVERS)}")
     p.set_defaults(func=_serve)
 
     p = sub.add_parser("simulator", help="run the upstream simulator on its own")

@@ -1,9 +1,10 @@
-"""``gateway serve``: bootstrap once, start the simulator child, serve with hypercorn, shut down
-gracefully (in-flight requests finish, then the lifespan stops the Meter, pool and storage).
+"""``gateway serve``: bootstrap once, start the simulator child, serve on the chosen ASGI server
+(gateway.servers: granian by default, uvicorn, hypercorn), shut down gracefully (in-flight
+requests finish, then the lifespan stops the Meter, pool and storage).
 
-With ``--workers N`` hypercorn spawns N processes, each importing ``gateway.serve:worker_app()``,
-which reads the config path from ``GATEWAY_CONFIG``; migrations and the demo user are done before,
-here in the parent.
+Every server builds the app with ``gateway.serve:worker_app()``, which reads the config path from
+``GATEWAY_CONFIG`` (with ``--workers N``, once in each worker process); migrations and the demo user
+are done before, here in the parent.
 """
 
 from __future__ import annotations
@@ -11,20 +12,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import http.client
+import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from hypercorn.config import Config as HypercornConfig
 from starlette.applications import Starlette
 
+from gateway import servers
 from gateway.config import Config, ConfigError, SimulatorConfig, load_config
+from gateway.servers import DEFAULT_SERVER
 
 CONFIG_ENV = "GATEWAY_CONFIG"
 GRACEFUL_TIMEOUT_S = 10.0
@@ -59,72 +64,68 @@ def worker_app() -> Starlette:
     return create_app(config)
 
 
-def serve(config_path: str, host: str | None = None, port: int | None = None, workers: int = 1) -> int:
-    from gateway.bootstrap import bootstrap, demo_banner
+def serve(config_path: str, host: str | None = None, port: int | None = None, workers: int = 1,
+          server: str = DEFAULT_SERVER) -> int:
+    from gateway.bootstrap import bootstrap, demo_banner, startup_summary
     from gateway.cli import print_config_errors
     from gateway.plugins import collect_adapters, make_plugin_manager
 
+    pm = make_plugin_manager()
     try:  # an upstream protocol no installed adapter speaks is refused here, before anything starts
-        config = load_config(config_path, collect_adapters(make_plugin_manager()))
+        config = load_config(config_path, collect_adapters(pm))
     except ConfigError as exc:
         print_config_errors(exc)
         return 2
     host = host or config.listen.host
     port = config.listen.port if port is None else port
     configure_logging(config)
-    creds = asyncio.run(bootstrap(config))
-    if creds is not None:
-        print(demo_banner(creds, f"http://{_netloc(host, port)}"), flush=True)
-    hyper = HypercornConfig()
-    hyper.bind = [_netloc(host, port)]
-    hyper.workers = max(workers, 1)
-    hyper.graceful_timeout = GRACEFUL_TIMEOUT_S
-    hyper.accesslog = None  # ours is the JSON access log middleware
-    hyper.errorlog = logging.getLogger("hypercorn.error")  # through our handlers, once
-    with simulator_child(config.simulator):
-        try:
-            if workers <= 1:
-                with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
-                    runner.run(_serve_here(config, hyper))
-                return 0
-            from hypercorn.run import run
-
-            os.environ[CONFIG_ENV] = str(Path(config_path).resolve())
-            hyper.application_path = "gateway.serve:worker_app()"
-            if event_loop_factory() is not None:
-                hyper.worker_class = "uvloop"
-            return run(hyper)
-        except OSError as exc:
-            if exc.errno != errno.EADDRINUSE:
-                raise
-            print(f"error: cannot listen on {_netloc(host, port)}: the address is in use", file=sys.stderr)
-            return 1
-
-
-async def _serve_here(config: Config, hyper: HypercornConfig) -> None:
-    from hypercorn.asyncio import serve as hypercorn_serve
-
-    from gateway.app import create_app
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await hypercorn_serve(create_app(config), hyper, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
-
-
-def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop where it is installed (it is a dependency on Linux): a faster event loop for the
-    server and its upstream client alike; the standard loop otherwise."""
     try:
-        import uvloop
-    except ImportError:
-        return None
-    return uvloop.new_event_loop
+        # A taken port is known before the simulator starts or the demo key is made (and shown
+        # once, for a server that would then not run).
+        _check_port(host, port)
+        with simulator_child(config.simulator):
+            creds = asyncio.run(bootstrap(config))
+            if creds is not None:
+                print(demo_banner(creds, f"http://{_netloc(host, port)}"), flush=True)
+            log.info("%s", startup_summary(config, [name for name, _ in pm.list_name_plugin()],
+                                           f"{server} on {_netloc(host, port)}"))
+            # Every server, and every worker process, builds the app with worker_app() from this path.
+            os.environ[CONFIG_ENV] = str(Path(config_path).resolve())
+            listen = servers.Listen(host, port, max(workers, 1), GRACEFUL_TIMEOUT_S)
+            try:
+                return servers.run(server, "gateway.serve:worker_app", listen)
+            except OSError as exc:  # taken in the meantime
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                raise StartupError(_port_taken(host, port)) from None
+    except StartupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+class StartupError(Exception):
+    """Start-up cannot go on: one line for the operator (exit code 1), never a traceback."""
+
+
+def _port_taken(host: str, port: int) -> str:
+    return f"cannot listen on {_netloc(host, port)}: the address is in use (listen in the config, or --port)"
+
+
+def _check_port(host: str, port: int) -> None:
+    """StartupError unless ``host:port`` can be bound now."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise StartupError(_port_taken(host, port)) from None
+            raise StartupError(f"cannot listen on {_netloc(host, port)}: {exc.strerror or exc}") from None
 
 
 def _netloc(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return servers.netloc(host, port)
 
 
 # --- the simulator child process -----------------------------------------------------------------
@@ -146,29 +147,56 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
+def connect_host(host: str) -> str:
+    """Where to reach a server listening on ``host`` (a wildcard address is reached on loopback)."""
+    return {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+
+
+def _answers_with(host: str, port: int, token: str) -> bool:
+    """True when the server on ``host:port`` is the simulator holding ``token`` (its /healthz)."""
+    conn = http.client.HTTPConnection(host, port, timeout=1.0)  # direct: no proxy from the environment
+    try:
+        conn.request("GET", "/healthz")
+        body = json.loads(conn.getresponse().read())
+    except (OSError, ValueError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+    return isinstance(body, dict) and body.get("instance") == token
+
+
 @contextlib.contextmanager
 def simulator_child(sim: SimulatorConfig) -> Iterator[subprocess.Popen[bytes] | None]:
     """``python -m gateway simulator`` as a child while the block runs, when enabled. Its own
-    session keeps a terminal's Ctrl-C from killing it before in-flight requests finish."""
+    session keeps a terminal's Ctrl-C from killing it before in-flight requests finish. It is
+    started with a random token that its /healthz must answer: whatever else listens on its port
+    is never taken for it (StartupError instead)."""
     if not sim.enabled:
         yield None
         return
-    if _listening(sim.host, sim.port):
-        log.warning("something already listens on %s:%d; using it as the simulator", sim.host, sim.port)
-        yield None
-        return
+    from gateway.cli import SIMULATOR_TOKEN_ENV
+
+    host = connect_host(sim.host)
+    where = _netloc(sim.host, sim.port)
+    if _listening(host, sim.port):
+        raise StartupError(f"the simulator's port {where} (simulator.port in the config) is already in use "
+                           "by another process")
+    token = secrets.token_hex(16)
     command = [sys.executable, "-m", "gateway", "simulator", "--host", sim.host, "--port", str(sim.port),
                "--ttft-ms", str(sim.ttft_ms), "--token-ms", str(sim.token_ms)]
-    child = subprocess.Popen(command, start_new_session=True,
+    child = subprocess.Popen(command, start_new_session=True, env={**os.environ, SIMULATOR_TOKEN_ENV: token},
                              preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
     try:
         deadline = time.monotonic() + SIMULATOR_START_TIMEOUT_S
-        while not _listening(sim.host, sim.port):
+        while not _answers_with(host, sim.port, token):
             if child.poll() is not None:
-                raise RuntimeError(f"the simulator exited with code {child.returncode} before listening")
+                raise StartupError(f"the simulator exited with code {child.returncode} before listening on "
+                                   f"{where}")
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the simulator did not listen on {sim.host}:{sim.port} in time")
+                raise StartupError(f"the simulator did not answer on {where} within "
+                                   f"{SIMULATOR_START_TIMEOUT_S:g} s")
             time.sleep(0.05)
+        log.info("simulator started on http://%s (pid %d)", where, child.pid)
         yield child
     finally:
         child.terminate()

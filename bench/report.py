@@ -1,0 +1,156 @@
+"""The results of one run as Markdown (``bench/results/latest.md``).
+
+Figures per scenario and concurrency, for the gateway and, in brackets, as a ratio to the floor:
+throughput (requests/s), p50 and p99 latency of the whole response (ms), added p50 over calling the
+upstream directly (ms; the floor's own in the next column), CPU per request (us, user + system of
+the server's process tree from /proc, divided by the requests served), and for streams CPU per
+relayed chunk (CPU per request divided by the SSE events of one answer). Then time to first byte
+of streams at concurrency 1, peak RSS, the scale check, LiteLLM when asked for, and the issue's
+targets checked against these figures.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from dataclasses import dataclass, field
+
+from bench.measure import Figures
+from bench.scenarios import Scenario
+
+
+@dataclass
+class Row:
+    scenario: Scenario
+    conc: int
+    chunks: int
+    direct: Figures
+    floor: Figures
+    gateway: Figures
+
+
+@dataclass
+class Run:
+    server: str
+    quick: bool
+    seconds: float
+    started: float
+    rows: list[Row] = field(default_factory=list)
+    ttft: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # direct, floor, gateway
+    long_rss: dict[str, tuple[float, float]] = field(default_factory=dict)  # VmRSS before, after
+    peak_rss: dict[str, float] = field(default_factory=dict)
+    scale: dict[str, float] = field(default_factory=dict)
+    litellm: list[tuple[str, int, Figures, Figures]] = field(default_factory=list)  # gateway, litellm
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "-"
+
+
+def console_line(row: Row) -> str:
+    g, f = row.gateway, row.floor
+    return (f"{row.scenario.name:<40} c={row.conc:<3} rps {g.rps:7.0f} (floor {f.rps:7.0f})  "
+            f"p50 {g.p50_ms:7.2f} ms (floor {f.p50_ms:7.2f})  cpu {g.cpu_us:7.0f} us (floor {f.cpu_us:6.0f})"
+            f"{'  errors ' + str(g.errors + f.errors + row.direct.errors) if g.errors + f.errors else ''}")
+
+
+def _table(run: Run) -> list[str]:
+    out = ["| scenario | c | rps (x floor) | p50 ms (x) | p99 ms (x) | added p50 ms | floor added | "
+           "CPU us/req (x floor) | CPU us/chunk (x) | direct rps | floor rps | errors |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in run.rows:
+        g, f, d = r.gateway, r.floor, r.direct
+        chunk = (f"{g.cpu_us / r.chunks:.1f} ({_ratio(g.cpu_us, f.cpu_us)})" if r.chunks else "")
+        out.append(
+            f"| {r.scenario.name} | {r.conc} | {g.rps:.0f} ({_ratio(g.rps, f.rps)}) | {g.p50_ms:.2f} "
+            f"({_ratio(g.p50_ms, f.p50_ms)}) | {g.p99_ms:.2f} ({_ratio(g.p99_ms, f.p99_ms)}) | "
+            f"{g.p50_ms - d.p50_ms:.2f} | {f.p50_ms - d.p50_ms:.2f} | "
+            f"{g.cpu_us:.0f} ({_ratio(g.cpu_us, f.cpu_us)}) | {chunk} | {d.rps:.0f} | {f.rps:.0f} | "
+            f"{g.errors + f.errors + d.errors} |")
+    return out
+
+
+def _find(run: Run, name: str, conc: int) -> Row | None:
+    return next((r for r in run.rows if r.scenario.name == name and r.conc == conc), None)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def targets(run: Run) -> list[str]:
+    out: list[str] = []
+    chat1, chat16 = _find(run, "chat", 1), _find(run, "chat", 16)
+    if chat1 and chat16:
+        ratio = chat16.gateway.cpu_us / chat16.floor.cpu_us
+        out.append(f"- same-format chat CPU/request at c=16: {chat16.gateway.cpu_us:.0f} us vs floor "
+                   f"{chat16.floor.cpu_us:.0f} us = {ratio:.2f}x (target <= 1.3x): {_verdict(ratio <= 1.3)}")
+        extra = (chat1.gateway.p50_ms - chat1.direct.p50_ms) - (chat1.floor.p50_ms - chat1.direct.p50_ms)
+        added = chat1.gateway.p50_ms - chat1.direct.p50_ms
+        out.append(f"- same-format chat added p50 at c=1: gateway {added:.2f} ms, "
+                   f"floor {chat1.floor.p50_ms - chat1.direct.p50_ms:.2f} ms, difference {extra:.2f} ms "
+                   f"(target <= 0.3 ms): {_verdict(extra <= 0.3)}")
+    if "chat stream" in run.ttft:
+        d, _, g = run.ttft["chat stream"]
+        out.append(f"- streaming added time to first byte at c=1: {g - d:.2f} ms (target < 1 ms): "
+                   f"{_verdict(g - d < 1)}")
+    for kind, limit in (("same", 15.0), ("translated", 40.0)):
+        row = next((r for r in run.rows if r.scenario.kind == "long" and r.conc == 1
+                    and (r.scenario.name.startswith("chat")) == (kind == "same")), None)
+        if row and row.chunks:
+            per = row.gateway.cpu_us / row.chunks
+            out.append(f"- CPU per relayed chunk, {kind} ({row.scenario.name}, c=1): {per:.1f} us "
+                       f"(target < {limit:.0f} us): {_verdict(per < limit)}")
+    if chat16:
+        for name in ("messages on chat", "v1beta on chat", "chat on messages"):
+            row = _find(run, name, 16)
+            if row:
+                ratio = row.gateway.cpu_us / chat16.gateway.cpu_us
+                out.append(f"- {name} CPU/request at c=16: {row.gateway.cpu_us:.0f} us = {ratio:.2f}x "
+                           f"same-format (target <= 1.5x): {_verdict(ratio <= 1.5)}")
+    if run.peak_rss:
+        rss = run.peak_rss["gateway"]
+        out.append(f"- peak RSS of a gateway worker: {rss:.0f} MB (target < 150 MB): {_verdict(rss < 150)}")
+    for name, (before, after) in run.long_rss.items():
+        out.append(f"- {name}: worker RSS {before:.0f} MB before, {after:.0f} MB after "
+                   f"(constant memory: {_verdict(after - before < 10)})")
+    if run.scale:
+        small, large = run.scale["small"], run.scale["large"]
+        out.append(f"- 100,000 keys + 1,000 models: {large:.0f} us/request vs {small:.0f} us small = "
+                   f"{large / small:.2f}x (target within 10%): {_verdict(large <= small * 1.1)}")
+    for name, conc, gw, lite in run.litellm:
+        out.append(f"- vs LiteLLM, {name} c={conc}: throughput {_ratio(gw.rps, lite.rps)} (target >= 30x): "
+                   f"{_verdict(gw.rps >= 30 * lite.rps)}; CPU/request {_ratio(lite.cpu_us, gw.cpu_us)} less "
+                   f"(target >= 30x): {_verdict(lite.cpu_us >= 30 * gw.cpu_us)}")
+    return out
+
+
+def markdown(run: Run) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.started))
+    mode = "QUICK=1" if run.quick else "full"
+    out = [f"# Benchmark: gateway vs reference floor on {run.server}", "",
+           f"{when}, {platform.node()}, {mode}, {run.seconds:g} s per measurement, wrk -t1, "
+           "1 worker, simulator upstream answering at once (no token delay), everything on "
+           "(auth, reservation, metering, ledger, request log). Command: "
+           f"`make bench{' QUICK=1' if run.quick else ''}` (BENCH_SERVER={run.server}).", "",
+           "Ratios in brackets are gateway / floor. 'added p50' is p50 minus the p50 of calling the "
+           "simulator directly with the same request in the client's format.", ""]
+    out += _table(run)
+    if run.ttft:
+        out += ["", "## Time to first byte of streams, c=1 (p50 ms)", "",
+                "| scenario | direct | floor | gateway | gateway added | floor added |",
+                "|---|---:|---:|---:|---:|---:|"]
+        for name, (d, f, g) in run.ttft.items():
+            out.append(f"| {name} | {d:.2f} | {f:.2f} | {g:.2f} | {g - d:.2f} | {f - d:.2f} |")
+    if run.peak_rss:
+        out += ["", f"Peak RSS (largest process): gateway {run.peak_rss['gateway']:.0f} MB, "
+                f"floor {run.peak_rss['floor']:.0f} MB."]
+    if run.litellm:
+        out += ["", "## LiteLLM proxy (same simulator, same load)", "",
+                "| scenario | c | gateway rps | LiteLLM rps | rps ratio | gateway CPU us | LiteLLM CPU us | "
+                "CPU ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for name, conc, gw, lite in run.litellm:
+            out.append(f"| {name} | {conc} | {gw.rps:.0f} | {lite.rps:.0f} | {_ratio(gw.rps, lite.rps)} | "
+                       f"{gw.cpu_us:.0f} | {lite.cpu_us:.0f} | {_ratio(lite.cpu_us, gw.cpu_us)} |")
+    out += ["", "## Targets (issue 14)", "", *targets(run), ""]
+    return "\n".join(out)

@@ -1,0 +1,135 @@
+"""The ASGI servers ``gateway serve --server NAME`` can run the app on.
+
+Each runner takes an application factory given as an import string (``module:function``, called
+once per worker process, or once in this process with one worker) and serves it until SIGINT or
+SIGTERM, letting in-flight requests finish within ``graceful_s``. The same runners serve the
+benchmark's reference floor (``bench/floor.py``), so that both are measured on the same server.
+
+- ``granian`` (the default; the fastest that passes the whole suite, see ``bench/results``): a Rust
+  HTTP server. Its parent process supervises the worker processes, even with one worker.
+- ``uvicorn``: uvloop and the httptools parser; one worker runs in this process.
+- ``hypercorn``: the one that speaks HTTP/2 (over TLS and as h2c on plain TCP); one worker runs in
+  this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("gateway.serve")
+
+DEFAULT_SERVER = "granian"
+SERVERS = ("granian", "uvicorn", "hypercorn")
+
+
+@dataclass(frozen=True)
+class Listen:
+    host: str
+    port: int
+    workers: int = 1
+    graceful_s: float = 10.0
+
+
+def netloc(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def load_factory(target: str) -> Callable[[], Any]:
+    module, _, name = target.partition(":")
+    factory: Callable[[], Any] = getattr(importlib.import_module(module), name)
+    return factory
+
+
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop where it is installed (it is a dependency on Linux): a faster event loop for the
+    server and its upstream client alike; the standard loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def run(server: str, factory: str, listen: Listen) -> int:
+    """Serve until stopped; OSError(EADDRINUSE) when the port is taken."""
+    runners: dict[str, Callable[[str, Listen], int]] = {
+        "granian": _granian, "uvicorn": _uvicorn, "hypercorn": _hypercorn}
+    if server not in runners:
+        raise ValueError(f"unknown server {server!r} (choose from {', '.join(SERVERS)})")
+    # Granian binds in its worker processes and uvicorn logs a bind failure instead of raising:
+    # probe the port here first, so that every server reports a taken port the same way.
+    family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((listen.host, listen.port))
+    return runners[server](factory, listen)
+
+
+def _granian(factory: str, listen: Listen) -> int:
+    from granian import Granian
+    from granian.constants import Interfaces, Loops
+
+    loop = Loops.uvloop if event_loop_factory() is not None else Loops.asyncio
+    Granian(factory, address=listen.host, port=listen.port, interface=Interfaces.ASGI, factory=True,
+            workers=max(listen.workers, 1), loop=loop, websockets=False,
+            log_access=False, workers_kill_timeout=int(listen.graceful_s) or 1,
+            respawn_failed_workers=True).serve()
+    return 0
+
+
+def _uvicorn(factory: str, listen: Listen) -> int:
+    import uvicorn
+
+    loop = "uvloop" if event_loop_factory() is not None else "asyncio"
+    common: dict[str, Any] = {
+        "host": listen.host, "port": listen.port, "loop": loop, "http": "httptools", "ws": "none",
+        "lifespan": "on", "access_log": False, "log_config": None, "server_header": False,
+        "timeout_graceful_shutdown": int(listen.graceful_s)}
+    if listen.workers > 1:
+        uvicorn.run(factory, factory=True, workers=listen.workers, **common)
+        return 0
+    server = uvicorn.Server(uvicorn.Config(load_factory(factory)(), **common))
+    # uvicorn re-raises the stop signal once it has shut down, to the handler it found: a no-op
+    # here, so that a graceful stop ends with exit code 0 as with the other servers.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
+    server.run()
+    return 0 if server.started else 1
+
+
+def _hypercorn(factory: str, listen: Listen) -> int:
+    from hypercorn.config import Config as HypercornConfig
+
+    hyper = HypercornConfig()
+    hyper.bind = [netloc(listen.host, listen.port)]
+    hyper.workers = max(listen.workers, 1)
+    hyper.graceful_timeout = listen.graceful_s
+    hyper.accesslog = None  # ours is the JSON access log middleware
+    hyper.errorlog = logging.getLogger("hypercorn.error")  # through our handlers, once
+    if listen.workers <= 1:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
+            runner.run(_hypercorn_here(load_factory(factory)(), hyper))
+        return 0
+    from hypercorn.run import run as hypercorn_run
+
+    hyper.application_path = f"{factory}()"
+    if event_loop_factory() is not None:
+        hyper.worker_class = "uvloop"
+    return hypercorn_run(hyper)
+
+
+async def _hypercorn_here(app: Any, hyper: Any) -> None:
+    from hypercorn.asyncio import serve as hypercorn_serve
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await hypercorn_serve(app, hyper, shutdown_trigger=stop.wait)
