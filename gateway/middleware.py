@@ -32,6 +32,7 @@ from gateway.errors import GatewayError, RequestTooLarge
 from gateway.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.keys import Network, client_ip_from, parse_networks
+from gateway.observe import ObserveMiddleware, call_fields
 from gateway.ratelimit import RateLimitHeaders
 
 access_log = logging.getLogger("gateway.access")
@@ -119,6 +120,7 @@ class AccessLogMiddleware:
                 "duration_ms": round((time.perf_counter() - started) * 1000, 2),
                 "request_id": scope.get("state", {}).get("request_id"),
                 "client_ip": self._client_ip(scope),
+                **call_fields(scope),  # model, key, user, upstream, tokens, cost, outcome of its call
             }).decode())
 
     def _client_ip(self, scope: Scope) -> str:
@@ -248,7 +250,7 @@ def _content_length(scope: Scope) -> int | None:
 
 def middleware_stack(config: Config, families: FamilyRegistry) -> list[Middleware]:
     """The middleware of ``create_app``, outermost first."""
-    stack = [Middleware(RequestIdMiddleware), Middleware(RateLimitHeaders)]
+    stack = [Middleware(RequestIdMiddleware), Middleware(ObserveMiddleware), Middleware(RateLimitHeaders)]
     if config.logging.access_log:
         stack.append(Middleware(AccessLogMiddleware, trusted_proxies=parse_networks(config.trusted_proxies)))
     stack += [Middleware(ErrorGuardMiddleware, families=families),

@@ -26,6 +26,7 @@ from gateway.canonical import Usage
 from gateway.config import ModelConfig
 from gateway.context import Gateway
 from gateway.money import TokenPrices, usage_cost, worst_case_cost
+from gateway.observe import note_call
 from gateway.ratelimit import admit_call
 from gateway.records import Outcome, Principal, RequestLog
 from gateway.storage.base import Reservation
@@ -149,4 +150,5 @@ class CallContext:
             reasoning_tokens=usage.reasoning_tokens, usage_estimated=usage.estimated, charge_nano=charge,
             use_time_ms=int((time.perf_counter() - self.started) * 1000), first_byte_ms=self.first_byte_ms,
             ip=self.principal.client_ip, error_code=error_code)
+        note_call(log, self.principal.user.group)  # the access log line and metrics read it
         self.gateway.meter.finish(log, self.reservation, charge)

@@ -9,6 +9,8 @@ worker per scrape target):
 * ``gateway_tokens_total{model, kind}``: prompt / completion tokens served
 * ``gateway_uncharged_requests_total``, ``gateway_uncharged_usd_total``: served cost that could
   not be charged (balance or key ceiling exhausted; README "Money")
+* every HTTP request, requests in flight, spend by model and group, time to first token, upstream
+  health: ``plugins.metrics_ops``
 * ``gateway_soft_limit_reached_total{scope}``: soft limits crossed (``gateway_soft_limit_reached``;
   ``scope`` is ``key`` or ``user``), counted by the replica that announced the crossing
 
@@ -69,6 +71,9 @@ class Metrics:
         self.tokens: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.soft_limits: defaultdict[str, int] = defaultdict(int)  # scope -> crossings announced
         self._routes: set[str] = set()
+        from plugins.metrics_ops import CallSeries  # it builds on this module's helpers
+
+        self.calls = CallSeries()  # spend by model and group, time to first token
 
     def _route(self, path: str) -> str:
         """The route label: the model taken out of the path (it has its own label), and a bound
@@ -87,6 +92,7 @@ class Metrics:
         self.latency[(route, model)].observe(log.use_time_ms / 1000)
         if log.outcome in UPSTREAM_FAILURES:
             self.upstream_errors[(log.upstream or "none", log.outcome)] += 1
+        self.calls.observe(log, model)
         if log.prompt_tokens:
             self.tokens[(model, "prompt")] += log.prompt_tokens
         if log.completion_tokens:
@@ -137,8 +143,11 @@ def _labels(**labels: str) -> str:
 async def metrics_endpoint(request: Request) -> Response:
     gw = get_gateway(request)
     metrics: Metrics = gw.extensions[EXTENSION]  # type: ignore[assignment]
-    return Response(metrics.render() + render_uncharged(gw.meter.uncharged_calls, gw.meter.uncharged_nano),
-                    media_type=CONTENT_TYPE)
+    from plugins.metrics_ops import render_ops
+
+    body = (metrics.render() + render_uncharged(gw.meter.uncharged_calls, gw.meter.uncharged_nano)
+            + render_ops(gw, metrics.calls))
+    return Response(body, media_type=CONTENT_TYPE)
 
 
 def render_uncharged(calls: int, nano: int) -> str:

@@ -40,7 +40,7 @@ from collections.abc import Awaitable, Callable
 from gateway.errors import InsufficientQuota, InvalidApiKey
 from gateway.metering.writer import BatchWriter
 from gateway.money import nano_to_usd
-from gateway.records import Principal, RequestLog
+from gateway.records import KeyRecord, Principal, RequestLog, UserRecord
 from gateway.storage.base import DURABLE_HOLDER, Reservation, Settlement, Storage
 
 MAX_NANO = 2**63 - 1  # the largest amount a database column holds (about 9.2 billion USD)
@@ -159,9 +159,8 @@ class Meter:
             key = await self.storage.get_key(principal.key.id)
             if key is None or not key.enabled:
                 raise InvalidApiKey("This API key is disabled." if key else "Incorrect API key provided.")
-            raise InsufficientQuota(
-                f"Insufficient quota: this request may cost up to ${nano_to_usd(amount_nano):.6f}, more than "
-                "the API key's remaining quota or the account balance.")
+            user = await self.storage.get_user(principal.user.id)
+            raise InsufficientQuota(refusal_message(amount_nano, key, user))
         return reservation
 
     def finish(self, log: RequestLog, reservation: Reservation | None, charge_nano: int) -> None:
@@ -214,3 +213,16 @@ class Meter:
             except Exception:
                 logger.exception("meter background job %s failed; retrying in %gs",
                               getattr(job, "__name__", job), interval_s)
+
+
+def refusal_message(amount_nano: int, key: KeyRecord, user: UserRecord | None) -> str:
+    """Which limit refused a reservation and what it still allows: the key's own ceiling
+    (``quota_usd`` of the key) when that is what is short, else the user's balance."""
+    need = f"Insufficient quota: this request may cost up to ${nano_to_usd(amount_nano):.6f}"
+    if key.quota_nano is not None:
+        key_left = max(key.quota_nano - key.spent_nano - key.reserved_nano, 0)
+        if key_left < amount_nano:
+            return (f"{need}, but the API key's spending ceiling (quota_usd "
+                    f"${nano_to_usd(key.quota_nano):.6f}) allows only ${nano_to_usd(key_left):.6f} more.")
+    balance = max(user.balance_nano, 0) if user is not None else 0
+    return f"{need}, but the account balance allows only ${nano_to_usd(balance):.6f}."

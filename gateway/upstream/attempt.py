@@ -16,6 +16,8 @@ cut instead of failing over).
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -25,6 +27,7 @@ import aiohttp
 
 from gateway.canonical import EmbeddingRequest
 from gateway.errors import GatewayError, UpstreamError, UpstreamHTTPError
+from gateway.observe import current_request_id
 from gateway.translation import EmbeddingFrontend, UpstreamCall
 
 if TYPE_CHECKING:
@@ -32,21 +35,29 @@ if TYPE_CHECKING:
     from gateway.upstream.pool import Target, UpstreamPool
 
 T = TypeVar("T")
+log = logging.getLogger("gateway.upstream")
 
 REQUEST_ID_HEADER = "X-Service-Request-Id"
 _USER_AGENT = "model-gateway/0.1"
+_ONE_WRITE_BYTES = 1024 * 1024  # aiohttp's TOO_LARGE_BYTES_BODY
 
 Reader = Callable[["Target", aiohttp.ClientResponse], Awaitable[T]]
 
 
 class UpstreamFailure(Exception):
-    """A failed attempt that may be retried on another upstream (never reaches the client)."""
+    """A failed attempt that may be retried on another upstream (never reaches the client).
+
+    Made only where an upstream has just failed (connect error, timeout, 401/429/5xx, a stream cut
+    off, whether in the text relay, a stream's relay or a task call), so making one is also where
+    the operator's warning line is written: the upstream's name, what happened, and the request
+    (from the request's scope, ``gateway.observe``; "-" for background work such as task polls)."""
 
     def __init__(self, upstream: str, reason: str, status: int | None = None) -> None:
         super().__init__(f"{upstream}: {reason}")
         self.upstream = upstream
         self.reason = reason
         self.status = status
+        log.warning("upstream %s failed: %s (request %s)", upstream, reason, current_request_id() or "-")
 
 
 class upstream_io:  # lower case: used like a function, ``with upstream_io(name, "..."):``
@@ -93,7 +104,9 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
     session = pool.session
     with upstream_io(upstream.name, "before the first byte"):
         async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
-            response = await session.post(url, data=call.body, headers=headers, timeout=timeout,
+            # A large body goes as a stream of chunks (aiohttp warns against one huge write).
+            data = io.BytesIO(call.body) if len(call.body) > _ONE_WRITE_BYTES else call.body
+            response = await session.post(url, data=data, headers=headers, timeout=timeout,
                                            allow_redirects=False)
     if response.status in (401, 429) or response.status >= 500:
         status = response.status

@@ -71,6 +71,9 @@ class UpstreamPool:
                 self._targets[public].append(Target(upstream, private))
         self._cool_until: dict[str, float] = {}
         self.health = UpstreamHealth()  # recent attempts, for GET /admin/upstreams
+        # Since start, per upstream (``/metrics``): failed attempts, and how often it was cooled down.
+        self.failures_total: defaultdict[str, int] = defaultdict(int)
+        self.cooldowns_total: defaultdict[str, int] = defaultdict(int)
         self._session: aiohttp.ClientSession | None = None
         self._rng = random.Random()
 
@@ -117,7 +120,11 @@ class UpstreamPool:
         return out
 
     def mark_failure(self, name: str, latency_ms: float | None = None) -> None:
-        self._cool_until[name] = time.monotonic() + self._config.routing.cooldown_s
+        now = time.monotonic()
+        if self._cool_until.get(name, 0.0) <= now:
+            self.cooldowns_total[name] += 1
+        self.failures_total[name] += 1
+        self._cool_until[name] = now + self._config.routing.cooldown_s
         self.health.record(name, False, latency_ms)
 
     def mark_success(self, name: str, latency_ms: float | None = None) -> None:

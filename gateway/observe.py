@@ -1,0 +1,150 @@
+"""What operators see of each request: the per-request scope that ties log lines to a request,
+and the HTTP-level counters of ``/metrics`` (every request, refusals included).
+
+``ObserveMiddleware`` (``gateway.middleware``) opens a ``RequestScope`` for each HTTP request in a
+context variable, so that code deep in the relay needs no extra parameter to reach it:
+``CallContext.finish`` notes the call's record there (``note_call``: the access log line then
+carries model, key, user, upstream, attempts, tokens, cost and outcome without decoding anything
+again), and every upstream failure's warning names the request (``current_request_id``). Tasks
+spawned during a request inherit the scope; background work (task polls) has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from contextvars import ContextVar, Token
+from typing import TYPE_CHECKING
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from gateway.context import Gateway
+    from gateway.records import RequestLog
+
+MAX_ROUTES = 200  # distinct route labels kept; later ones are counted as "other"
+EXTENSION = "http_stats"
+STATE_KEY = "observe"  # scope["state"][STATE_KEY]: the request's RequestScope (for the access log)
+
+
+class RequestScope:
+    __slots__ = ("group", "record", "request_id")
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.record: RequestLog | None = None  # the metered call of this request, once finished
+        self.group: str | None = None  # its user's group
+
+
+_SCOPE: ContextVar[RequestScope | None] = ContextVar("gateway_request_scope", default=None)
+
+
+def open_scope(request_id: str) -> tuple[RequestScope, Token[RequestScope | None]]:
+    scope = RequestScope(request_id)
+    return scope, _SCOPE.set(scope)
+
+
+def close_scope(token: Token[RequestScope | None]) -> None:
+    _SCOPE.reset(token)
+
+
+def note_call(record: RequestLog, group: str) -> None:
+    """Called once per metered call (``CallContext.finish``) before the Meter reports it."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.record = record
+        scope.group = group
+
+
+def current_request_id() -> str | None:
+    scope = _SCOPE.get()
+    return scope.request_id if scope is not None else None
+
+
+def group_of(record: RequestLog) -> str:
+    """The user group of ``record`` when it is the current request's call, else "unknown"."""
+    scope = _SCOPE.get()
+    if scope is not None and scope.record is record and scope.group is not None:
+        return scope.group
+    return "unknown"
+
+
+class HttpStats:
+    """Every HTTP request by method, route template and status, and the requests in flight."""
+
+    def __init__(self) -> None:
+        self.requests: defaultdict[tuple[str, str, str], int] = defaultdict(int)
+        self.in_flight = 0
+        self._routes: set[str] = set()
+
+    def route_label(self, route: str) -> str:
+        if route not in self._routes:
+            if len(self._routes) >= MAX_ROUTES:
+                return "other"
+            self._routes.add(route)
+        return route
+
+    def observe(self, method: str, route: str, status: int) -> None:
+        self.requests[(method, self.route_label(route), str(status))] += 1
+
+
+def http_stats(gateway: Gateway) -> HttpStats:
+    """The app's HttpStats (made on first use; per process, like every counter of /metrics)."""
+    stats = gateway.extensions.get(EXTENSION)
+    if not isinstance(stats, HttpStats):
+        stats = HttpStats()
+        gateway.extensions[EXTENSION] = stats
+    return stats
+
+
+class ObserveMiddleware:
+    """Opens the request's ``RequestScope`` (also at ``scope["state"]["observe"]``) and counts
+    the request in the app's ``HttpStats`` by method, route template (``unmatched`` for a path no
+    route knows) and status: every request, refusals (401, 404, 413, 429) included."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        request_scope, token = open_scope(str(state.get("request_id") or ""))
+        state[STATE_KEY] = request_scope
+        gateway = getattr(getattr(scope.get("app"), "state", None), "gateway", None)
+        stats = http_stats(gateway) if gateway is not None else HttpStats()
+        status = 0
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        stats.in_flight += 1
+        try:
+            await self.app(scope, receive, send_status)
+        except asyncio.CancelledError:
+            status = status or 499
+            raise
+        except BaseException:
+            status = status or 500
+            raise
+        finally:
+            stats.in_flight -= 1
+            route = getattr(scope.get("route"), "path", None)
+            stats.observe(scope["method"], route if isinstance(route, str) else "unmatched", status or 499)
+            close_scope(token)
+
+
+def call_fields(scope: Scope) -> dict[str, object]:
+    """The access-log fields of the request's metered call (none when it made no call)."""
+    request_scope = scope.get("state", {}).get(STATE_KEY)
+    record = request_scope.record if isinstance(request_scope, RequestScope) else None
+    if record is None:
+        return {}
+    return {"model": record.model, "key_id": record.key_id, "user_id": record.user_id,
+            "upstream": record.upstream, "attempts": record.attempts, "prompt_tokens": record.prompt_tokens,
+            "completion_tokens": record.completion_tokens, "cost_usd": round(record.charge_nano / 1e9, 9),
+            "outcome": record.outcome}
