@@ -49,6 +49,7 @@ from gateway.canonical import (
 from gateway.errors import InvalidRequest
 from gateway.tokens import body_token_bound
 from gateway.translation import RequestView
+from gateway.wire.decode import decode as decode_wire
 from gateway.wire.decode import decode_body
 from translators.messages import wire
 
@@ -114,6 +115,9 @@ def check_roles(roles: list[Any] | None) -> None:
         previous = role
 
 
+_REQUEST = msgspec.json.Decoder(wire.MessagesRequest)
+
+
 class MessagesView(RequestView):
     """The view of a request: what metering and routing need, plus the validated wire request,
     decoded once by ``peek`` and reused by ``decode`` on the translated path."""
@@ -124,7 +128,7 @@ class MessagesView(RequestView):
 def peek(body: bytes) -> MessagesView:
     """Every path's first look: the whole request validated as the family defines it (fields,
     content blocks, tools), without translating it; model, stream, max_tokens and an input bound."""
-    raw = decode_body(body, wire.MessagesRequest)
+    raw = decode_wire(_REQUEST, body)
     check_scalars(raw.model, raw.max_tokens, raw.stream, raw.temperature, raw.top_p, raw.top_k)
     check_roles(None if raw.messages is None else [m.role for m in raw.messages])
     assert raw.model is not None  # checked just above

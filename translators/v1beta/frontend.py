@@ -14,7 +14,7 @@ from gateway.canonical import ChatRequest, ChatResponse, Usage
 from gateway.relay_call import ClientCall
 from gateway.tokens import body_token_bound
 from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
-from gateway.wire.decode import decode_body
+from gateway.wire.decode import decode
 from translators.v1beta import wire
 from translators.v1beta.client import check_generate_request, decode_generate_request, model_from_path
 from translators.v1beta.fastpath import GeminiFastStream, restore_model_version, usage_of
@@ -39,6 +39,9 @@ def encode_response(response: ChatResponse, request: ChatRequest) -> bytes:
                          "modelVersion": response.model, "responseId": response.id})
 
 
+_GENERATE = msgspec.json.Decoder(wire.GenerateContentRequest)
+
+
 class V1betaView(RequestView):
     """What metering and routing need, plus the validated wire request (decoded once)."""
 
@@ -56,7 +59,7 @@ class V1betaFrontend:
         """Every path's first look: the request validated as the family defines it (decoded once,
         reused by ``decode_request``), without translating it."""
         model = model_from_path(path_model)
-        req = decode_body(body, wire.GenerateContentRequest)
+        req = decode(_GENERATE, body)
         check_generate_request(req)
         cfg = req.generationConfig
         max_tokens = cfg.maxOutputTokens if cfg is not None else None
