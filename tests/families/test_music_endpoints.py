@@ -36,7 +36,7 @@ async def finished(gw: GatewayHandle, task_id: str, key: str | None = None) -> A
 
 async def test_song_moves_through_every_status(mgw: GatewayHandle) -> None:
     before = await balance_nano(mgw)
-    task_id = await submit(mgw, prompt="a sea shanty about routers sim:dur600", tags="folk,shanty",
+    task_id = await submit(mgw, prompt="a sea shanty about routers sim:dur3000", tags="folk,shanty",
                            title="Packet Lost", lyric="[Verse]\nheave ho", model="music_v4",
                            make_instrumental=False)
     assert (await balance_nano(mgw))[0] == before[0] - MUSIC_PRICE_NANO  # held at submit

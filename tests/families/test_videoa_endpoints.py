@@ -66,6 +66,7 @@ async def test_completed_task_is_charged_and_downloadable(mgw: GatewayHandle) ->
     # The download: the upstream's bytes, with the caller's key.
     async with mgw.http.get(url, headers={"Authorization": f"Bearer {mgw.key}"}) as resp:
         assert resp.status == 200 and resp.headers["Content-Type"] == "video/mp4"
+        assert resp.headers["X-Service-Request-Id"]
         body = await resp.read()
     assert body[4:8] == b"ftyp" and int(resp.headers["Content-Length"]) == len(body) > 256 * 1024
     assert hashlib.sha256(stored.upstream_task_id.encode()).digest() in body
@@ -148,7 +149,7 @@ async def test_tasks_are_their_owners_alone(mgw: GatewayHandle) -> None:
 
 
 async def test_statuses_advance_queued_generating_completed(mgw: GatewayHandle) -> None:
-    task_id = (await submit(mgw, "slow pan sim:dur800"))["taskId"]
+    task_id = (await submit(mgw, "slow pan sim:dur2500"))["taskId"]
     seen: list[str] = []
     while not seen or seen[-1] not in ("completed", "failed"):
         task = (await mgw.request("GET", f"/videoa/v1/tasks/{task_id}", key=mgw.key)).json()

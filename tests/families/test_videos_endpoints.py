@@ -45,7 +45,7 @@ async def finished(gw: GatewayHandle, video_id: str) -> Any:
 
 async def test_sdk_create_and_retrieve(mgw: GatewayHandle, client: openai.AsyncOpenAI) -> None:
     before = await balance_nano(mgw)
-    video = await client.videos.create(model="videos-standard", prompt="a paper boat on a stream",
+    video = await client.videos.create(model="videos-standard", prompt="a paper boat sim:dur1500",
                                        seconds="8", size="1280x720")
     assert video.id.startswith("video_") and video.object == "video.task"  # type: ignore[comparison-overlap]
     assert video.status == "queued" and video.model == "videos-standard" and video.created_at > 0

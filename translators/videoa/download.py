@@ -30,8 +30,9 @@ class DownloadStream(Response):
         self.background = None
         self._name = upstream_name
         self._response = response
+        disposition = f'inline; filename="{filename}"'
         self._out: list[tuple[bytes, bytes]] = [(b"content-type", media_type.encode("latin-1")),
-                         (b"content-disposition", f'inline; filename="{filename}"'.encode("latin-1"))]
+                                                (b"content-disposition", disposition.encode("latin-1"))]
         if response.content_length is not None:
             self._out.append((b"content-length", str(response.content_length).encode()))
 
