@@ -186,3 +186,23 @@ async def test_limits_shown_in_lists_and_users_own_keys(gw: GatewayHandle) -> No
     assert {k["name"]: (k["rpm"], k["tpm"]) for k in own}["mine"] == (5, None)
     listed = (await gw.admin("GET", f"/admin/keys?user_id={gw.user['id']}")).json()["data"]
     assert {k["name"]: (k["rpm"], k["tpm"]) for k in listed} == {"test": (None, None), "mine": (5, None)}
+
+
+async def test_stream_carries_headers_and_refusal_is_before_the_stream(gw: GatewayHandle) -> None:
+    _, key = await limited_key(gw, rpm=1, tpm=100_000)
+    async with oai(gw, key["key"]) as client:
+        raw = await client.chat.completions.with_raw_response.create(**CHAT, stream=True)
+        assert raw.headers["x-ratelimit-remaining-requests"] == "0"
+        assert raw.headers["x-ratelimit-limit-tokens"] == "100000"
+        chunks = [chunk async for chunk in raw.parse()]
+        assert chunks
+        with pytest.raises(openai.RateLimitError):
+            await client.chat.completions.create(**CHAT, stream=True)
+
+
+async def test_embeddings_are_limited(gw: GatewayHandle) -> None:
+    _, key = await limited_key(gw, rpm=1)
+    async with oai(gw, key["key"]) as client:
+        await client.embeddings.create(model="sim-embed", input="hello")
+        with pytest.raises(openai.RateLimitError):
+            await client.embeddings.create(model="sim-embed", input="hello")
