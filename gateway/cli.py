@@ -45,9 +45,18 @@ def _serve(args: argparse.Namespace) -> int:
 def _simulator(args: argparse.Namespace) -> int:
     from gateway.simulator import SimulatorSettings, serve_simulator_forever
 
+    host, port = args.host, args.port
+    if args.config is not None:  # the simulator section of a gateway config: its port written once
+        try:
+            sim = load_config(args.config, env_needed_by=()).simulator
+        except ConfigError as exc:
+            print_config_errors(exc)
+            return 2
+        host, port = host or sim.host, sim.port if port is None else port
     settings = SimulatorSettings(ttft_ms=args.ttft_ms, token_ms=args.token_ms)
     # ``gateway serve`` hands its child a token to answer in /healthz (to know it is its own).
-    return serve_simulator_forever(args.host, args.port, settings, os.environ.get(SIMULATOR_TOKEN_ENV))
+    return serve_simulator_forever(host or "127.0.0.1", 8101 if port is None else port, settings,
+                                   os.environ.get(SIMULATOR_TOKEN_ENV))
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -80,8 +89,9 @@ def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(func=_serve)
 
     p = sub.add_parser("simulator", help="run the upstream simulator on its own")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8101)
+    p.add_argument("--config", help="take host and port from this config's simulator section")
+    p.add_argument("--host", help="listen address (default: the config's, else 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default: the config's simulator.port, else 8101)")
     p.add_argument("--ttft-ms", type=float, default=0.0, help="delay before the first token")
     p.add_argument("--token-ms", type=float, default=0.0, help="delay between streamed tokens")
     p.set_defaults(func=_simulator)

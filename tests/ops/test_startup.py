@@ -83,6 +83,14 @@ async def test_busy_simulator_port_is_one_line_and_exit_1(tmp_path: Path, taken_
         f"error: the simulator cannot listen on 127.0.0.1:{taken_port}: the address is in use"]
 
 
+async def test_simulator_command_takes_its_port_from_the_config(tmp_path: Path, taken_port: int) -> None:
+    config = default_config(tmp_path, simulator={"enabled": True, "port": taken_port})
+    code, _, err = await _run("simulator", "--config", str(config), cwd=tmp_path)
+    assert code == 1  # it tried the config's port, which is taken
+    assert err.strip().splitlines() == [
+        f"error: the simulator cannot listen on 127.0.0.1:{taken_port}: the address is in use"]
+
+
 @pytest_asyncio.fixture
 async def impostor() -> AsyncIterator[int]:
     """Another server on the simulator's port that even answers /healthz like a simulator."""
