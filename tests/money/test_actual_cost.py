@@ -11,6 +11,7 @@ Every call's log row is read back right after its answer, without waiting (read 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -313,3 +314,27 @@ async def test_key_ceiling_on_postgres(pg_igw: Any) -> None:
     [row] = await env.rows()
     assert (row.charge_nano, row.uncharged_nano) == (quota_nano, cost - quota_nano)
     assert await run_audit(pg_igw.gateway.storage) == []
+
+
+# --- read your writes -------------------------------------------------------------------------------
+
+async def test_every_view_shows_a_call_once_its_answer_is_read(igw: Any) -> None:
+    """No flush, no wait: the log, the usage dashboard, the admin log and the balance show the
+    call (stream: its settlement is queued before its last bytes go out)."""
+    env = await new_env(igw)
+    prompt, completion = await _openai_stream(env)
+    cost = prompt * IN_NANO + completion * OUT_NANO
+    [item] = await env.log_items()
+    assert item["is_stream"] is True and item["completion_tokens"] == completion
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    tomorrow = time.strftime("%Y-%m-%d", time.gmtime(time.time() + 86_400))
+    reply = await igw.request("GET", "/v1/dashboard/billing/usage", key=env.secret,
+                              params={"start_date": today, "end_date": tomorrow})
+    assert reply.status == 200 and reply.json()["total_usage"] == pytest.approx(cost / 10**7)
+    reply = await igw.admin("GET", f"/admin/logs?user_id={env.user['id']}")
+    assert reply.status == 200 and [row["charge_nano"] for row in reply.json()["data"]] == [cost]
+    reply = await igw.request("GET", "/api/user/self", key=env.user["user_token"])
+    assert reply.json()["data"]["request_count"] == 1
+    # and a second call, non-streamed, right after
+    await _openai_chat(env)
+    assert len(await env.log_items()) == 2
