@@ -105,7 +105,8 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
     with upstream_io(upstream.name, "before the first byte"):
         async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
             # A large body goes as a stream of chunks (aiohttp warns against one huge write).
-            data = io.BytesIO(call.body) if len(call.body) > _ONE_WRITE_BYTES else call.body
+            body = call.body  # bytes, or the chunks of an upload relayed as it is read
+            data = io.BytesIO(body) if isinstance(body, bytes) and len(body) > _ONE_WRITE_BYTES else body
             response = await session.post(url, data=data, headers=headers, timeout=timeout,
                                            allow_redirects=False)
     if response.status in (401, 429) or response.status >= 500:
