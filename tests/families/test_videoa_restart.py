@@ -52,8 +52,8 @@ async def test_restart_in_the_middle_of_media_tasks(gateway_server: StartGateway
     config = media_config(database=database_url, metering=METERING)
     first = await with_user(await gateway_server(config))
     before = await balance_nano(first)
-    slow = [await _videoa(first, "long take sim:dur2500"), await _videos(first, "long take sim:dur2500"),
-            await _music(first, "long song sim:dur2500")]
+    slow = [await _videoa(first, "long take sim:dur5000"), await _videos(first, "long take sim:dur5000"),
+            await _music(first, "long song sim:dur5000")]
     charged = [await _videoa(first, "quick"), await _videos(first, "quick"), await _music(first, "quick")]
     refunded = [await _videoa(first, "x sim:taskfail"), await _videos(first, "x sim:taskfail"),
                 await _music(first, "x sim:taskfail")]
