@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench lint install
+.PHONY: run test bench bench-compare bench-servers lint install
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -23,8 +23,24 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# `make bench` writes bench/results/latest.md (about 12 minutes; QUICK=1: about 2); it needs wrk
+# (apt-get install -y wrk). `make bench-compare` adds the LiteLLM proxy from its own virtualenv
+# (bench/.litellm-venv, never a dependency of the gateway). `make bench-servers`: the floor and the
+# gateway on every supported ASGI server (bench/results/servers.md).
+BENCH_ENV := BENCH_QUICK=$(QUICK)
+
 bench: $(STAMP)
-	$(BIN)/python -m bench
+	$(BENCH_ENV) $(BIN)/python -m bench
+
+bench/.litellm-venv/bin/litellm:
+	$(PY) -m venv bench/.litellm-venv
+	bench/.litellm-venv/bin/python -m pip install -q 'litellm[proxy]'
+
+bench-compare: $(STAMP) bench/.litellm-venv/bin/litellm
+	$(BENCH_ENV) BENCH_COMPARE=1 $(BIN)/python -m bench
+
+bench-servers: $(STAMP)
+	$(BENCH_ENV) $(BIN)/python -m bench.servers
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

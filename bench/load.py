@@ -68,13 +68,13 @@ async def _one(session: aiohttp.ClientSession, url: str, body: bytes, headers: d
 
 
 async def run(url: str, body: bytes, headers: dict[str, str], *, concurrency: int, total: int,
-              stream: bool) -> Result:
+              stream: bool, warmup: bool = True) -> Result:
     result = Result()
     remaining = total
     connector = aiohttp.TCPConnector(limit=concurrency * 2)
     async with aiohttp.ClientSession(connector=connector) as session:
         # Warm the connection pool and both servers' code paths before timing.
-        for _ in range(min(concurrency, 8)):
+        for _ in range(min(concurrency, 8) if warmup else 0):
             await _one(session, url, body, headers, stream)
 
         async def worker() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import signal
 import socket
 from collections.abc import Callable
@@ -27,6 +28,7 @@ log = logging.getLogger("gateway.serve")
 
 DEFAULT_SERVER = "granian"
 SERVERS = ("granian", "uvicorn", "hypercorn")
+FACTORY_ENV = "GATEWAY_SERVER_FACTORY"  # the real factory, for worker_factory in worker processes
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,21 @@ def load_factory(target: str) -> Callable[[], Any]:
     module, _, name = target.partition(":")
     factory: Callable[[], Any] = getattr(importlib.import_module(module), name)
     return factory
+
+
+def worker_factory() -> Any:
+    """The factory a worker process calls: it first asks Linux to SIGKILL it when its supervisor
+    dies, so that a ``gateway serve`` killed with SIGKILL leaves no worker behind still serving
+    (and settling) as if nothing had happened; a crash stays a crash, which the money rules
+    recover from (released holds, ``gateway audit``)."""
+    import contextlib
+    import ctypes
+    import sys
+
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    return load_factory(os.environ[FACTORY_ENV])()
 
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -69,6 +86,9 @@ def run(server: str, factory: str, listen: Listen) -> int:
     with socket.socket(family) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind((listen.host, listen.port))
+    if server == "granian" or listen.workers > 1:  # the app runs in worker processes
+        os.environ[FACTORY_ENV] = factory
+        factory = "gateway.servers:worker_factory"
     return runners[server](factory, listen)
 
 
