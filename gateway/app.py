@@ -29,6 +29,7 @@ from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.http import json_response, path_error_response
 from gateway.metering.meter import Meter
 from gateway.middleware import middleware_stack
+from gateway.offload import BUDGET_BODIES, BodyWorkBudget
 from gateway.plugins import collect_adapters, collect_families, make_plugin_manager
 from gateway.records import RequestLog
 from gateway.storage import open_storage
@@ -63,16 +64,19 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
         adapters=adapters,
         families=families,
     )
+    # Large bodies are decoded and counted off the event loop, within a byte budget.
+    body_work = BodyWorkBudget(BUDGET_BODIES * config.limits.json_body_bytes)
     app = Starlette(
         routes=[*core_routes(), *collect_routes(pm, gateway)],
         middleware=middleware_stack(config, families),
         exception_handlers={HTTPException: http_exception, GatewayError: gateway_exception},
-        lifespan=_lifespan(gateway),
+        lifespan=_lifespan(gateway, body_work),
     )
     # No 307 to the path with(out) its trailing slash: Starlette builds that Location from the
     # client's Host header, before any route authenticates. An unknown path is a 404 in its
     # family's envelope, like any other.
     app.router.redirect_slashes = False
+    app.state.body_work_budget = body_work
     app.state.gateway = gateway
     return app
 
@@ -132,12 +136,13 @@ async def _shutdown_hooks(gateway: Gateway) -> None:
     await _await_all(gateway.plugins.hook.gateway_shutdown(gateway=gateway))
 
 
-def _lifespan(gateway: Gateway) -> Any:
+def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # Started in order, stopped in reverse (also when a later start fails): by the time the
         # Meter flushes, the upstream pool is closed and no request can add to it.
         async with contextlib.AsyncExitStack() as stack:
+            stack.callback(body_work.close)
             await gateway.storage.open()
             stack.push_async_callback(gateway.storage.close)
             await gateway.auth.start()

@@ -26,6 +26,7 @@ from gateway.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.http import error_response, get_gateway, read_json_body, request_id
+from gateway.offload import off_loop
 from gateway.records import Principal
 from gateway.relay_call import CallContext, ClientCall
 from gateway.relay_stream import open_stream
@@ -79,15 +80,17 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
     try:
         principal = await _authenticate(request, family)
         body = await read_json_body(request)
-        view = frontend.peek(body, path_model, stream_hint)
+        # A large body is parsed and counted in a worker thread (gateway.offload): seconds of
+        # Python on the event loop would stall every other request.
+        view = await off_loop(request, len(body), lambda: frontend.peek(body, path_model, stream_hint))
         ctx = _admit(request, principal, family, view.model, view.stream)
         targets = _targets(ctx.gateway, view.model)
         call = ClientCall(frontend, body, view, request, path_model=path_model, stream_hint=stream_hint)
         # Decoded up front only when some candidate needs translation: it sizes the reservation
         # better than the body's estimate, and a bad request is refused before any upstream sees it.
         translating = any(t.protocol != family for t in targets)
-        input_estimate = (request_token_bound(call.canonical()) if translating
-                          else view.input_tokens_estimate)
+        input_estimate = (await off_loop(request, len(body), lambda: request_token_bound(call.canonical()))
+                          if translating else view.input_tokens_estimate)
         await ctx.reserve(ctx.worst_case(input_estimate, view.max_tokens, view.candidates))
         if view.stream:
             return await open_stream(ctx, call, targets)

@@ -40,9 +40,30 @@ def estimate_text_tokens(text: str) -> int:
     if not text:
         return 0
     if text.isascii():
-        return max(len(_PIECES.findall(text)), (len(text) + 3) // 4)
+        return max(_count_pieces(text), (len(text) + 3) // 4)
     wide = sum(1 for ch in text if ord(ch) > 0x7F)
-    return max(len(_PIECES.findall(text)), (len(text) - wide + 3) // 4 + wide)
+    return max(_count_pieces(text), (len(text) - wide + 3) // 4 + wide)
+
+
+_SLICE = 64 * 1024
+_NON_WORD = re.compile(r"\W")
+
+
+def _count_pieces(text: str) -> int:
+    """``len(_PIECES.findall(text))`` a slice at a time, each cut at a non-word character so no
+    piece is split: memory stays bounded (not a list of millions of strings), and a worker thread
+    counting a huge text lets the GIL go between slices (``gateway.offload``)."""
+    if len(text) <= _SLICE:
+        return len(_PIECES.findall(text))
+    count = start = 0
+    while start < len(text):
+        end = start + _SLICE
+        if end < len(text):
+            cut = _NON_WORD.search(text, end)
+            end = cut.start() if cut is not None else len(text)
+        count += len(_PIECES.findall(text, start, end))
+        start = end
+    return count
 
 
 def text_token_bound(text: str) -> int:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.http import endpoint, get_gateway, json_response, read_json_body
+from gateway.offload import off_loop
 from gateway.ratelimit import admit_call
 from gateway.tokens import estimate_request_tokens
 from translators.messages import request as request_decoder
@@ -30,10 +31,13 @@ async def count_tokens(request: Request) -> Response:
     gateway = get_gateway(request)
     principal = await gateway.auth.authenticate(request, "messages")
     body = await read_json_body(request)
-    canonical = request_decoder.decode(body, require_max_tokens=False)
+    # Decoded in a worker thread when large (gateway.offload), like a generation's body.
+    canonical = await off_loop(request, len(body),
+                               lambda: request_decoder.decode(body, require_max_tokens=False))
     gateway.catalogue.check(principal, canonical.model)
     await admit_call(gateway, principal)  # free, but rate-limited like any call
-    return json_response({"input_tokens": estimate_request_tokens(canonical)})
+    tokens = await off_loop(request, len(body), lambda: estimate_request_tokens(canonical))
+    return json_response({"input_tokens": tokens})
 
 
 def routes() -> list[BaseRoute]:

@@ -19,8 +19,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from gateway.canonical import ChatRequest
 from gateway.errors import NotFound
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body
+from gateway.offload import off_loop
 from gateway.ratelimit import admit_call
 from gateway.tokens import estimate_request_tokens
 from translators.v1beta.client import decode_generate_request, model_from_path
@@ -40,11 +42,17 @@ async def _count_tokens(request: Request, model: str) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, "v1beta")
     body = await read_json_body(request)
-    inner = decode_body(body, _CountTokensView).generateContentRequest
-    canonical = decode_generate_request(bytes(inner) if inner is not None else body, model, False)
+    # Decoded and counted in a worker thread when large (gateway.offload).
+    canonical = await off_loop(request, len(body), lambda: _count_request(body, model))
     gw.catalogue.check(principal, canonical.model)
     await admit_call(gw, principal)  # free, but rate-limited like any call
-    return json_response({"totalTokens": estimate_request_tokens(canonical)})
+    tokens = await off_loop(request, len(body), lambda: estimate_request_tokens(canonical))
+    return json_response({"totalTokens": tokens})
+
+
+def _count_request(body: bytes, model: str) -> ChatRequest:
+    inner = decode_body(body, _CountTokensView).generateContentRequest
+    return decode_generate_request(bytes(inner) if inner is not None else body, model, False)
 
 
 @endpoint("v1beta")
