@@ -37,9 +37,21 @@ class UnsafeDestination(Exception):
     """The destination may not receive callbacks; the message says why (shown to the client)."""
 
 
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ``::a.b.c.d``: still reaches a.b.c.d
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # a NAT64 gateway forwards to the embedded IPv4 address
+
+
 def _plain(address: Address) -> Address:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+    """The IPv4 address an IPv6 address stands for (mapped, compatible, NAT64, 6to4), else itself:
+    ``ipaddress`` calls some of these forms global whatever they embed."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return address
+    if address.ipv4_mapped is not None:
         return address.ipv4_mapped
+    if address in _IPV4_COMPATIBLE or address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.sixtofour is not None:
+        return address.sixtofour
     return address
 
 
