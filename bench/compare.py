@@ -44,6 +44,7 @@ def litellm(tmp: Path, sim_base: str, gateway: Target, floor: Target, scenarios:
             if scenario.name not in ("chat", "chat stream", "embeddings"):
                 continue
             measure.check(lite, scenario)
+            measure.measure(lite, scenario, 16, seconds)  # warm-up: its first calls are far slower
             for conc in concurrencies:
                 gw = measure.measure(gateway, scenario, conc, seconds)
                 out.append((scenario.name, conc, gw, measure.measure(lite, scenario, conc, seconds)))

@@ -11,6 +11,7 @@ targets checked against these figures.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ class Run:
     peak_rss: dict[str, float] = field(default_factory=dict)
     scale: dict[str, float] = field(default_factory=dict)
     litellm: list[tuple[str, int, Figures, Figures]] = field(default_factory=list)  # gateway, litellm
+    load_start: float = field(default_factory=lambda: os.getloadavg()[0])  # others' work skews it all
 
 
 def _ratio(a: float, b: float) -> str:
@@ -133,6 +135,8 @@ def markdown(run: Run) -> str:
            "1 worker, simulator upstream answering at once (no token delay), everything on "
            "(auth, reservation, metering, ledger, request log). Command: "
            f"`make bench{' QUICK=1' if run.quick else ''}` (BENCH_SERVER={run.server}).", "",
+           f"Load average (1 min) at the start {run.load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
+           f"on {os.cpu_count()} cores: anything else running skews every figure.", "",
            "Ratios in brackets are gateway / floor. 'added p50' is p50 minus the p50 of calling the "
            "simulator directly with the same request in the client's format.", ""]
     out += _table(run)
