@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -72,7 +71,8 @@ async def create_key(request: Request) -> Response:
     if "user_id" in fields:
         raise InvalidRequest("Invalid value for `user_id`: unknown field (a key is always yours).",
                              param="user_id")
-    body = decode_body(orjson.dumps({**fields, "user_id": user.id}), KeyCreate)
+    # msgspec, not orjson: a field may hold an integer wider than 64 bits (a 400, not a 500).
+    body = decode_body(msgspec.json.encode({**fields, "user_id": user.id}), KeyCreate)
     check_rights(get_gateway(request), user, body.models)
     return json_response(_own(await ops.create_key(body)), status=201)
 
