@@ -83,8 +83,8 @@ def main() -> int:
                     row = report.Row(scenario, conc, chunks, *figures)
                     run.rows.append(row)
                     _say(report.console_line(row))
-                if scenario.kind == "long":
-                    run.long_rss[scenario.name] = (rss_before, procs.rss_mb(gateway.pid, "VmRSS"))
+                    if scenario.kind == "long" and conc == 1:  # one stream at a time: its own memory
+                        run.long_rss[scenario.name] = (rss_before, procs.rss_mb(gateway.pid, "VmRSS"))
                 if scenario.stream and scenario.kind != "long":
                     total = 50 if quick else 200
                     d, f, g = (measure.ttft(t, scenario, total).pct(0.5, "ttft") * 1000

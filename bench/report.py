@@ -114,7 +114,7 @@ def targets(run: Run) -> list[str]:
         rss = run.peak_rss["gateway"]
         out.append(f"- peak RSS of a gateway worker: {rss:.0f} MB (target < 150 MB): {_verdict(rss < 150)}")
     for name, (before, after) in run.long_rss.items():
-        out.append(f"- {name}: worker RSS {before:.0f} MB before, {after:.0f} MB after "
+        out.append(f"- {name}: worker RSS {before:.0f} MB before, {after:.0f} MB after the streams at c=1 "
                    f"(constant memory: {_verdict(after - before < 10)})")
     if run.scale:
         small, large = run.scale["small"], run.scale["large"]
