@@ -180,6 +180,13 @@ def complete_end(data: bytes) -> int:
 
 def split_events(block: bytes) -> list[bytes]:
     """``block`` cut after each event's closing blank line: the pieces, joined, are ``block``."""
+    if b"\r" not in block:  # the common case: the blank line is b"\n\n" alone (a relay runs this per chunk)
+        parts = block.split(b"\n\n")
+        last = parts.pop()
+        cut = [part + b"\n\n" for part in parts]
+        if last:
+            cut.append(last)
+        return cut
     pieces: list[bytes] = []
     start = 0
     for match in _EVENT_END.finditer(block):
@@ -192,6 +199,13 @@ def split_events(block: bytes) -> list[bytes]:
 
 def event_data(event: bytes) -> bytes | None:
     """The data of one event's bytes (its ``data`` lines joined with ``\\n``); None without any."""
-    data = [value for line in _LINE_END.split(event)
-            if line and line[0] != 0x3A for name, value in (_field(line),) if name == b"data"]
-    return b"\n".join(data) if data else None
+    data: list[bytes] = []
+    for line in event.split(b"\n") if b"\r" not in event else _LINE_END.split(event):
+        # The field is "data" exactly: "data:<value>" or a bare "data" line (an empty value).
+        if line[:5] == b"data:":
+            data.append(line[6:] if line[5:6] == b" " else line[5:])
+        elif line == b"data":
+            data.append(b"")
+    if not data:
+        return None
+    return data[0] if len(data) == 1 else b"\n".join(data)
