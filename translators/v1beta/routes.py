@@ -19,7 +19,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.canonical import ChatRequest
 from gateway.errors import NotFound
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body
 from gateway.offload import off_loop
@@ -42,17 +41,18 @@ async def _count_tokens(request: Request, model: str) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, "v1beta")
     body = await read_json_body(request)
-    # Decoded and counted in a worker thread when large (gateway.offload).
-    canonical = await off_loop(request, len(body), lambda: _count_request(body, model))
-    gw.catalogue.check(principal, canonical.model)
+    # Decoded and counted in a worker thread when large (gateway.offload); the decoded request
+    # never comes back, so its objects are freed there too.
+    public, tokens = await off_loop(request, len(body), lambda: _count(body, model))
+    gw.catalogue.check(principal, public)
     await admit_call(gw, principal)  # free, but rate-limited like any call
-    tokens = await off_loop(request, len(body), lambda: estimate_request_tokens(canonical))
     return json_response({"totalTokens": tokens})
 
 
-def _count_request(body: bytes, model: str) -> ChatRequest:
+def _count(body: bytes, model: str) -> tuple[str, int]:
     inner = decode_body(body, _CountTokensView).generateContentRequest
-    return decode_generate_request(bytes(inner) if inner is not None else body, model, False)
+    canonical = decode_generate_request(bytes(inner) if inner is not None else body, model, False)
+    return canonical.model, estimate_request_tokens(canonical)
 
 
 @endpoint("v1beta")
