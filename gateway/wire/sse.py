@@ -199,6 +199,9 @@ def split_events(block: bytes) -> list[bytes]:
 
 def event_data(event: bytes) -> bytes | None:
     """The data of one event's bytes (its ``data`` lines joined with ``\\n``); None without any."""
+    end = event.find(b"\n")
+    if event[:6] == b"data: " and end == len(event) - 2 and event[-1:] == b"\n" and b"\r" not in event:
+        return event[6:end]  # the usual event: one data line and its blank line
     data: list[bytes] = []
     for line in event.split(b"\n") if b"\r" not in event else _LINE_END.split(event):
         # The field is "data" exactly: "data:<value>" or a bare "data" line (an empty value).
