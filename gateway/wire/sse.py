@@ -180,15 +180,16 @@ def complete_end(data: bytes) -> int:
 
 def split_events(block: bytes) -> list[bytes]:
     """``block`` cut after each event's closing blank line: the pieces, joined, are ``block``."""
-    if b"\r" not in block:  # the common case: the blank line is b"\n\n" alone (a relay runs this per chunk)
-        parts = block.split(b"\n\n")
-        last = parts.pop()
-        cut = [part + b"\n\n" for part in parts]
-        if last:
-            cut.append(last)
-        return cut
     pieces: list[bytes] = []
     start = 0
+    if b"\r" not in block:  # the common case: the blank line is b"\n\n" alone (a relay runs this per chunk)
+        # Slices, so that a block of one event comes back as the very same object (no copy).
+        while (at := block.find(b"\n\n", start)) >= 0:
+            pieces.append(block[start:at + 2])
+            start = at + 2
+        if start < len(block):
+            pieces.append(block[start:])
+        return pieces
     for match in _EVENT_END.finditer(block):
         pieces.append(block[start:match.end()])
         start = match.end()
