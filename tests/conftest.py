@@ -2,7 +2,8 @@
 
 * ``simulator`` (session): the upstream simulator in this process on an ephemeral port.
 * ``make_config`` (function): builds a test ``Config`` whose upstreams point at the simulator.
-* ``gateway_server`` (function): starts real gateways (hypercorn on a random loopback port, in the
+* ``gateway_server`` (function): starts real gateways (the default server of ``gateway serve``, see
+  tests/servers/embedded.py, on a random loopback port, in the
   test's event loop) and stops them after the test.
 * ``gw`` (function): a running gateway on the default test config with a user and an API key.
 
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -201,27 +201,15 @@ StartGateway = Callable[..., Awaitable[GatewayHandle]]
 
 
 async def serve_app(app: Starlette) -> tuple[int, Callable[[], Awaitable[None]]]:
-    """Serve ``app`` with hypercorn on 127.0.0.1:<random port> in this event loop; returns the
-    port (once the lifespan has started and the socket accepts) and an idempotent stop."""
-    from hypercorn.asyncio.run import worker_serve
-    from hypercorn.config import Config as HypercornConfig
-    from hypercorn.utils import wrap_app
+    """Serve ``app`` on 127.0.0.1:<random port> in this event loop, on the server tests/servers/
+    embedded.py picks (``gateway serve``'s default unless GATEWAY_TEST_SERVER says otherwise);
+    returns the port (once the lifespan has started and the socket accepts) and an idempotent stop."""
+    from tests.servers import embedded
 
-    hyper = HypercornConfig()
-    hyper.bind = ["127.0.0.1:0"]
-    hyper.accesslog = None
-    hyper.errorlog = logging.getLogger("hypercorn.error")  # propagate to pytest's capture
-    hyper.graceful_timeout = 5.0
-    # Bound here, before serving, so that the port is known without racing another process.
-    sockets = hyper.create_sockets()
-    port = sockets.insecure_sockets[0].getsockname()[1]
-    shutdown = asyncio.Event()
-    task = asyncio.create_task(worker_serve(wrap_app(app, hyper.wsgi_max_body_size, "asgi"), hyper,
-                                            sockets=sockets, shutdown_trigger=shutdown.wait))
+    port, task, ask_stop = embedded.start(app)
 
     async def stop() -> None:
-        shutdown.set()
-        await task
+        await embedded.stop(task, ask_stop)
 
     async with aiohttp.ClientSession() as probe:
         deadline = asyncio.get_running_loop().time() + STARTUP_TIMEOUT_S

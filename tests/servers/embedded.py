@@ -1,0 +1,88 @@
+"""Serve an app in the test's own event loop on any supported ASGI server: what the ``gateway_server``
+fixture (tests/conftest.py) runs the suite's gateways on. The server is ``GATEWAY_TEST_SERVER``,
+by default the one ``gateway serve`` uses (gateway.servers.DEFAULT_SERVER), so that the suite
+tests the server users get; ``GATEWAY_TEST_SERVER=hypercorn make test`` runs it on another."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gateway.servers import DEFAULT_SERVER
+
+Stop = Callable[[], Awaitable[None]]
+GRACEFUL_S = 5.0
+
+
+def chosen_server() -> str:
+    return os.environ.get("GATEWAY_TEST_SERVER", DEFAULT_SERVER)
+
+
+def _bound_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None], Callable[[], None]]:
+    """Start serving ``app``; returns the port, the serving task and a function that asks it to
+    stop gracefully (await the task after calling it)."""
+    server = server or chosen_server()
+    if server == "granian":
+        from granian.constants import Interfaces
+        from granian.server.embed import Server as Granian
+
+        # Granian binds by itself: a port found free here is bound again at once by it.
+        with _bound_socket() as probe:
+            port = probe.getsockname()[1]
+        granian = Granian(app, address="127.0.0.1", port=port, interface=Interfaces.ASGI, websockets=False,
+                          log_enabled=False)
+        logging.getLogger("granian").propagate = True
+        return port, asyncio.create_task(granian.serve()), granian.stop
+    if server == "uvicorn":
+        import uvicorn
+
+        sock = _bound_socket()
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(app, loop="none", http="httptools", ws="none", lifespan="on",
+                                access_log=False, log_config=None, timeout_graceful_shutdown=int(GRACEFUL_S))
+        uv = uvicorn.Server(config)
+
+        def stop_uvicorn() -> None:
+            uv.should_exit = True
+
+        async def run() -> None:
+            try:
+                await uv.serve(sockets=[sock])
+            finally:
+                sock.close()
+
+        return port, asyncio.create_task(run()), stop_uvicorn
+    from hypercorn.asyncio.run import worker_serve
+    from hypercorn.config import Config as HypercornConfig
+    from hypercorn.utils import wrap_app
+
+    hyper = HypercornConfig()
+    hyper.bind = ["127.0.0.1:0"]
+    hyper.accesslog = None
+    hyper.errorlog = logging.getLogger("hypercorn.error")  # propagate to pytest's capture
+    hyper.graceful_timeout = GRACEFUL_S
+    # Bound here, before serving, so that the port is known without racing another process.
+    sockets = hyper.create_sockets()
+    port = sockets.insecure_sockets[0].getsockname()[1]
+    shutdown = asyncio.Event()
+    task = asyncio.create_task(worker_serve(wrap_app(app, hyper.wsgi_max_body_size, "asgi"), hyper,
+                                            sockets=sockets, shutdown_trigger=shutdown.wait))
+    return port, task, shutdown.set
+
+
+async def stop(task: asyncio.Task[None], ask: Callable[[], None]) -> None:
+    ask()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
