@@ -28,6 +28,7 @@ log = logging.getLogger("gateway.serve")
 
 DEFAULT_SERVER = "granian"
 SERVERS = ("granian", "uvicorn", "hypercorn")
+METRICS_DIR_ENV = "GATEWAY_METRICS_DIR"  # plugins.metrics_share reads it (gateway/ never imports plugins)
 FACTORY_ENV = "GATEWAY_SERVER_FACTORY"  # the real factory, for worker_factory in worker processes
 
 
@@ -89,7 +90,18 @@ def run(server: str, factory: str, listen: Listen) -> int:
     if server == "granian" or listen.workers > 1:  # the app runs in worker processes
         os.environ[FACTORY_ENV] = factory
         factory = "gateway.servers:worker_factory"
-    return runners[server](factory, listen)
+    if listen.workers <= 1:
+        return runners[server](factory, listen)
+    # Where the workers share their metrics (plugins/metrics_share.py): a scrape reaches one worker.
+    import shutil
+    import tempfile
+
+    shared = tempfile.mkdtemp(prefix="gateway-metrics-")
+    os.environ[METRICS_DIR_ENV] = shared
+    try:
+        return runners[server](factory, listen)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
 
 
 def _granian(factory: str, listen: Listen) -> int:

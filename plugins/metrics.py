@@ -1,7 +1,7 @@
 """``GET /metrics`` in the Prometheus text format, fed by ``gateway_request_finished``.
 
-Series (one set per worker process; Prometheus sums them when each worker is scraped, or use one
-worker per scrape target):
+Series (with ``--workers N``, each worker's, labelled ``worker``, whichever worker answers the
+scrape: plugins/metrics_share.py):
 
 * ``gateway_requests_total{route, model, status, outcome}``
 * ``gateway_request_duration_seconds{route, model}`` (histogram)
@@ -36,8 +36,10 @@ from gateway.hookspecs import hookimpl
 from gateway.http import endpoint, get_gateway
 from gateway.records import RequestLog
 from gateway.storage.base import SoftLimitCrossing
+from plugins.metrics_share import Share
 
 EXTENSION = "metrics"
+SHARE_EXTENSION = "metrics_share"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 UPSTREAM_FAILURES = frozenset({"upstream_error", "upstream_cut"})
@@ -139,14 +141,22 @@ def _labels(**labels: str) -> str:
     return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items()) + "}"
 
 
-@endpoint(DEFAULT_FAMILY)
-async def metrics_endpoint(request: Request) -> Response:
-    gw = get_gateway(request)
+def render_body(gw: Gateway) -> str:
+    """This process's whole exposition."""
     metrics: Metrics = gw.extensions[EXTENSION]  # type: ignore[assignment]
     from plugins.metrics_ops import render_ops
 
-    body = (metrics.render() + render_uncharged(gw.meter.uncharged_calls, gw.meter.uncharged_nano)
+    return (metrics.render() + render_uncharged(gw.meter.uncharged_calls, gw.meter.uncharged_nano)
             + render_ops(gw, metrics.calls))
+
+
+@endpoint(DEFAULT_FAMILY)
+async def metrics_endpoint(request: Request) -> Response:
+    gw = get_gateway(request)
+    body = render_body(gw)
+    share = gw.extensions.get(SHARE_EXTENSION)
+    if isinstance(share, Share):  # --workers N: every worker's series, labelled by worker
+        body = share.merged(body)
     return Response(body, media_type=CONTENT_TYPE)
 
 
@@ -164,6 +174,9 @@ def render_uncharged(calls: int, nano: int) -> str:
 @hookimpl
 def gateway_startup(gateway: Gateway) -> None:
     gateway.extensions[EXTENSION] = Metrics(gateway.catalogue)
+    share = Share.from_environment(lambda: render_body(gateway))
+    if share is not None:
+        gateway.extensions[SHARE_EXTENSION] = share
 
 
 @hookimpl
@@ -171,6 +184,16 @@ def gateway_request_finished(gateway: Gateway, log: RequestLog) -> None:
     metrics = gateway.extensions.get(EXTENSION)
     if isinstance(metrics, Metrics):
         metrics.observe(log)
+    share = gateway.extensions.get(SHARE_EXTENSION)
+    if isinstance(share, Share):
+        share.changed()
+
+
+@hookimpl
+async def gateway_shutdown(gateway: Gateway) -> None:
+    share = gateway.extensions.pop(SHARE_EXTENSION, None)
+    if isinstance(share, Share):
+        share.stop()
 
 
 @hookimpl

@@ -59,6 +59,11 @@ def descendants(pid: int) -> list[int]:
     return found[1:]
 
 
+def metered_calls(exposition: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in exposition.splitlines()
+               if line.startswith("gateway_requests_total{"))
+
+
 async def _admin(session: aiohttp.ClientSession, base: str, method: str, path: str,
                  body: dict[str, Any] | None = None) -> Any:
     async with session.request(method, base + path, json=body,
@@ -123,6 +128,15 @@ async def test_server_serves_charges_and_stops(server: str, workers: int, tmp_pa
                          if u["id"] == user["id"])
             assert after["used_usd"] > 0
             assert after["quota_usd"] + after["used_usd"] == pytest.approx(10, abs=1e-9)
+            # Whichever worker answers, /metrics counts every worker's calls (labelled by worker).
+            for _ in range(100):
+                async with session.get(base + "/metrics") as resp:
+                    text = await resp.text()
+                if metered_calls(text) == CALLS + 2:
+                    break
+                await asyncio.sleep(0.1)
+            assert metered_calls(text) == CALLS + 2, text
+            assert ('worker="' in text) == (workers > 1)
     finally:
         code = await stop(proc)
     assert code == 0, log_path.read_text(errors="replace")[-3000:]
