@@ -1,8 +1,9 @@
 """``gateway serve --server NAME``: each supported ASGI server, with one worker and with two, serves
 the three text families through the official SDKs (plain and streamed), charges every call once
 (the user's balance plus what was used equals the top-up, one log row per call, ``gateway audit``
-clean afterwards) and stops gracefully on SIGTERM with exit code 0. The rest of the suite runs on
-the default server; this is the smoke subset for every server."""
+clean afterwards), answers HTTP/2 on plain TCP where the server speaks it (hypercorn, granian),
+counts every worker's calls in /metrics, and stops gracefully on SIGTERM with exit code 0. The rest
+of the suite runs on the default server; this is the smoke subset for every server."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import anthropic
+import httpx
 import openai
 import pytest
 import yaml
@@ -27,6 +29,7 @@ if TYPE_CHECKING:  # the root conftest is not importable as a module under pytes
 pytestmark = pytest.mark.slow
 
 ADMIN = "admin-servers-test"
+H2C_SERVERS = ("hypercorn", "granian")
 CALLS = 12  # concurrent chat calls, spread over the workers
 
 
@@ -96,6 +99,10 @@ async def test_server_serves_charges_and_stops(server: str, workers: int, tmp_pa
     try:
         await wait_healthy(proc, base, log_path)
         assert len(descendants(proc.pid)) >= (workers if workers > 1 else 0)
+        if server in H2C_SERVERS:  # HTTP/2 over plain TCP (prior knowledge), as gRPC-style clients use
+            async with httpx.AsyncClient(http1=False, http2=True) as h2:
+                reply = await h2.get(base + "/healthz")
+            assert (reply.status_code, reply.http_version) == (200, "HTTP/2")
         async with aiohttp.ClientSession() as session:
             user = await _admin(session, base, "POST", "/admin/users", {"name": "u", "quota_usd": 10})
             key = (await _admin(session, base, "POST", "/admin/keys", {"user_id": user["id"]}))["key"]
