@@ -113,13 +113,10 @@ def request_token_bound(request: ChatRequest) -> int:
     return _request_tokens(request, text_token_bound)
 
 
-_BASE64_MASK = bytes(0x31 if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "+/=") else 0x30
-                     for b in range(256))
-_BASE64_RUN = 4096
-_RUN_NEEDLE = b"1" * _BASE64_RUN
-# What precedes inline media in the three families: a data URL (``...;base64,``) or a ``"data"``
-# field (message-protocol ``source``, v1beta ``inlineData``, chat ``input_audio``).
-_MEDIA_BEFORE = re.compile(rb'(?:;base64,|"data"\s*:\s*")$')
+# Inline media in the three families: base64 after a data URL prefix (``...;base64,``) or as the
+# value of a ``"data"`` field (message-protocol ``source``, v1beta ``inlineData``, chat ``input_audio``).
+_MEDIA_RUN = 4096
+_MEDIA = re.compile(rb'(?:;base64,|"data"\s*:\s*")[A-Za-z0-9+/=]{%d,}' % _MEDIA_RUN)
 
 
 def estimate_body_tokens(body: bytes) -> int:
@@ -130,18 +127,12 @@ def estimate_body_tokens(body: bytes) -> int:
 
 def body_token_bound(body: bytes) -> int:
     """At most this many prompt tokens in a JSON request body, for the fast path that does not
-    decode the prompt: its UTF-8 length (JSON syntax and escapes only add bytes), except that
+    translate the prompt: its UTF-8 length (JSON syntax and escapes only add bytes), except that
     inline base64 media (4096+ base64 characters right after a data URL prefix or a ``"data"``
     key) counts as one image each. Any other long run (a hash, a run of one letter) is text and
-    counts in full. (A byte mask and ``find`` instead of a regex: ~15x faster on large bodies.)"""
+    counts in full. (Bodies without either marker, nearly all, are not scanned at all.)"""
     total = len(body)
-    if total >= _BASE64_RUN:
-        mask = body.translate(_BASE64_MASK)
-        start = mask.find(_RUN_NEEDLE)
-        while start != -1:
-            end = mask.find(b"0", start + _BASE64_RUN)
-            end = len(body) if end == -1 else end
-            if _MEDIA_BEFORE.search(body, max(start - 16, 0), start):
-                total -= (end - start) - IMAGE_TOKENS
-            start = mask.find(_RUN_NEEDLE, end)
+    if total >= _MEDIA_RUN and (b";base64," in body or b'"data"' in body):
+        for match in _MEDIA.finditer(body):
+            total -= len(match[0]) - IMAGE_TOKENS
     return max(total, 1)
