@@ -256,11 +256,11 @@ class StreamRelay(Response):
 
     async def _pump(self, send: Send) -> Outcome:
         transform = self._transform
-        out = transform.feed(self._first)
-        if out:
-            await send({"type": "http.response.body", "body": out, "more_body": True})
         broken = False
         try:
+            out = transform.feed(self._first)  # inside: a first chunk can be unreadable too
+            if out:
+                await send({"type": "http.response.body", "body": out, "more_body": True})
             with upstream_io(self._target.name, "mid-stream"):
                 while chunk := await self._response.content.readany():
                     out = transform.feed(chunk)

@@ -170,6 +170,16 @@ class OpenAIFastPath:
         return replace_model(body, public_model, count=1) if _aliased(call) else body
 
 
+MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+class _AnyObject(msgspec.Struct):
+    """Validates that a chunk is one JSON object, reading none of it."""
+
+
+_CHUNK_SYNTAX = msgspec.json.Decoder(_AnyObject)
+
+
 class FastStream:
     """Relays an OpenAI-style SSE stream: complete events go out as soon as they are in, an event
     split across chunks waits for its end; the usage is read on the way; the usage-only chunk is
@@ -196,6 +206,10 @@ class FastStream:
         if end < len(data):
             self._tail = data[end:]
             data = data[:end]
+            if len(self._tail) > MAX_EVENT_BYTES:
+                # No chunk of a chat stream is this big: a huge or unframed answer is an upstream
+                # fault (the relay ends the stream with an error), not something to buffer.
+                raise ValueError(f"an upstream stream event larger than {MAX_EVENT_BYTES} bytes")
         else:
             self._tail = b""
         return self._relay(data) if data else b""
@@ -205,6 +219,12 @@ class FastStream:
         return self._relay(tail) if tail else b""
 
     def _relay(self, data: bytes) -> bytes:
+        for event in split_events(data):
+            payload = event_data(event)
+            if payload is not None and payload.strip() != b"[DONE]":
+                # Only well-formed chunks go on: a broken one raises, and the relay ends the
+                # stream with an in-band error (an upstream cut) instead of passing garbage.
+                _CHUNK_SYNTAX.decode(payload)
         if not self._complete and b"[DONE]" in data:
             self._complete = any(event_data(e) == b"[DONE]" for e in split_events(data))
         if b'"usage"' in data:

@@ -261,6 +261,8 @@ class MessagesAdapter:
             message = wire.response_decoder.decode(body)
         except wire.DECODE_ERRORS as exc:
             raise UpstreamError(f"The upstream sent an invalid message-protocol answer: {exc}") from exc
+        if message.type == "error" or message.error is not None:
+            raise UpstreamError("The upstream answered 200 with an error instead of a message.")
         parts = [p for p in map(_part, message.content) if p is not None]
         candidate = Candidate(parts=parts, stop_reason=stop_reason_in(message.stop_reason) or "end_turn",
                               stop_sequence=message.stop_sequence)

@@ -228,6 +228,8 @@ class ResponseBlock(msgspec.Struct):
 
 class MessageResponse(msgspec.Struct):
     id: str = ""
+    type: str = "message"
+    error: msgspec.Raw | None = None  # a 200 that carries an error instead of a message
     model: str = ""
     content: list[ResponseBlock] = []
     stop_reason: str | None = None

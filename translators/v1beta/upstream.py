@@ -123,6 +123,8 @@ def decode_generate_response(body: bytes, request: ChatRequest) -> ChatResponse:
         resp = wire.RESPONSE_DECODER.decode(body)
     except msgspec.DecodeError as exc:
         raise UpstreamError(f"The upstream sent an unreadable generateContent answer: {exc}") from exc
+    if resp.error is not None and not resp.candidates:
+        raise UpstreamError("The upstream answered 200 with an error instead of content.")
     ids = CallIds(start=calls_in(request))
     candidates: list[Candidate] = []
     for cand in resp.candidates or []:
