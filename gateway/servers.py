@@ -5,9 +5,11 @@ once per worker process, or once in this process with one worker) and serves it 
 SIGTERM, letting in-flight requests finish within ``graceful_s``. The same runners serve the
 benchmark's reference floor (``bench/floor.py``), so that both are measured on the same server.
 
-- ``granian`` (the default; the fastest that passes the whole suite, see ``bench/results``): a Rust
-  HTTP server. Its parent process supervises the worker processes, even with one worker.
-- ``uvicorn``: uvloop and the httptools parser; one worker runs in this process.
+- ``uvicorn`` (the default: of those that pass the whole suite, the one on which the gateway costs
+  the least CPU per request and adds the least latency at concurrency 1, ``make bench-servers``):
+  uvloop and the httptools parser; one worker runs in this process.
+- ``granian``: a Rust HTTP server (HTTP/1.1 and HTTP/2). Its parent process supervises the worker
+  processes, even with one worker.
 - ``hypercorn``: the one that speaks HTTP/2 (over TLS and as h2c on plain TCP); one worker runs in
   this process.
 """
@@ -26,8 +28,8 @@ from typing import Any
 
 log = logging.getLogger("gateway.serve")
 
-DEFAULT_SERVER = "granian"
-SERVERS = ("granian", "uvicorn", "hypercorn")
+DEFAULT_SERVER = "uvicorn"
+SERVERS = ("uvicorn", "granian", "hypercorn")
 METRICS_DIR_ENV = "GATEWAY_METRICS_DIR"  # plugins.metrics_share reads it (gateway/ never imports plugins)
 FACTORY_ENV = "GATEWAY_SERVER_FACTORY"  # the real factory, for worker_factory in worker processes
 
