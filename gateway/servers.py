@@ -125,6 +125,9 @@ def _uvicorn(factory: str, listen: Listen) -> int:
     common: dict[str, Any] = {
         "host": listen.host, "port": listen.port, "loop": loop, "http": "httptools", "ws": "none",
         "lifespan": "on", "access_log": False, "log_config": None, "server_header": False,
+        # The gateway reads X-Forwarded-For itself, from its configured trusted_proxies only; uvicorn's
+        # own middleware would rewrite the client address first (trusting loopback) on every request.
+        "proxy_headers": False,
         "timeout_graceful_shutdown": int(listen.graceful_s)}
     if listen.workers > 1:
         uvicorn.run(factory, factory=True, workers=listen.workers, **common)
