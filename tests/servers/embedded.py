@@ -51,7 +51,8 @@ def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None],
         sock = _bound_socket()
         port = sock.getsockname()[1]
         config = uvicorn.Config(app, loop="none", http="httptools", ws="none", lifespan="on",
-                                proxy_headers=False, access_log=False, log_config=None, timeout_graceful_shutdown=int(GRACEFUL_S))
+                                proxy_headers=False, access_log=False, log_config=None,
+                                timeout_graceful_shutdown=int(GRACEFUL_S))
         uv = uvicorn.Server(config)
 
         def stop_uvicorn() -> None:
