@@ -11,6 +11,11 @@ gets a line with that id and status, so that what the client saw can be found. T
 empty (hypercorn fixes its length at 0): no envelope can be sent without replacing hypercorn's
 protocol class. ``tests/hardening/test_parser_refusal.py`` pins this behaviour to the installed
 hypercorn, so an upgrade that moves the error path is noticed.
+
+The other servers (``gateway.servers``) were probed with the same requests (NUL, lone CR, a line
+without a colon): granian 2.8 answers ``400`` with an empty body, uvicorn 0.54 ``400`` with the
+text ``Invalid HTTP request received.``; neither calls the app nor offers a hook for that answer,
+so there no request id is possible at all.
 """
 
 from __future__ import annotations
