@@ -22,7 +22,6 @@ import msgspec
 
 from gateway.records import KeyRecord, RequestLog, UserRecord
 
-
 # The ``instance`` of a hold that belongs to a durable record (a media task) instead of a process:
 # the record's own state machine closes it (``transition_task``), so neither the orphan sweeper
 # nor a process's start or stop releases it. A task outlives the process that accepted it.

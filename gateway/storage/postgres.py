@@ -63,7 +63,8 @@ class _Tx:
             await self._conn.executemany(numbered(sql), rows)
 
     async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        return await self._conn.fetch(numbered(sql), *_clean(args))
+        rows: list[Any] = await self._conn.fetch(numbered(sql), *_clean(args))
+        return rows
 
 
 def split_pool_options(dsn: str) -> tuple[str, int, int]:

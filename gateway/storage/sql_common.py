@@ -74,7 +74,8 @@ _TASK_COLUMNS = ", ".join(_TASK_FIELDS)
 _TASK_EDITABLE = frozenset(_TASK_FIELDS) - {"task_id", "version"}
 # A durable hold (a media task's) has no process to outlive: its task closes it.
 _ORPHANED = ("created_at < {now} - ? AND instance <> '" + DURABLE_HOLDER + "' AND NOT EXISTS ("
-             "SELECT 1 FROM instances i WHERE i.instance = reservations.instance AND i.last_seen >= {now} - ?)")
+             "SELECT 1 FROM instances i WHERE i.instance = reservations.instance"
+             " AND i.last_seen >= {now} - ?)")
 
 
 def _user(row: Row) -> UserRecord:
@@ -193,7 +194,7 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
         return [_user(r) for r in rows]
 
     async def count_users(self) -> int:
-        return (await self._fetch_one("SELECT COUNT(*) AS n FROM users"))["n"]
+        return int((await self._fetch_one("SELECT COUNT(*) AS n FROM users"))["n"])
 
     async def topup(self, user_id: int, amount_nano: int, request_id: str) -> UserRecord | None:
         """A negative amount deducts, but never below zero (None then, as for an unknown user)."""
@@ -358,7 +359,7 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
 
     # --- change notification --------------------------------------------------------------------
     async def auth_version(self) -> int:
-        return (await self._fetch_one("SELECT value FROM meta WHERE name = 'auth_version'"))["value"]
+        return int((await self._fetch_one("SELECT value FROM meta WHERE name = 'auth_version'"))["value"])
 
     async def bump_auth_version(self) -> int:
         return await self._write(self._bump)
@@ -367,7 +368,7 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
     async def _bump(tx: Tx) -> int:
         rows = await tx.fetchall(
             "UPDATE meta SET value = value + 1 WHERE name = 'auth_version' RETURNING value")
-        return rows[0]["value"]
+        return int(rows[0]["value"])
 
     # --- media tasks -----------------------------------------------------------------------------
     async def create_task(self, task: TaskRecord) -> TaskRecord:

@@ -78,7 +78,8 @@ def _run_to_end(coro: Coroutine[Any, Any, T]) -> T:
     try:
         coro.send(None)
     except StopIteration as done:
-        return done.value
+        result: T = done.value
+        return result
     coro.close()
     raise RuntimeError("a write transaction awaited something other than its database calls")
 
@@ -155,7 +156,7 @@ class SqliteStorage(SqlAdmin):
                 continue
             break
         try:
-            result = _run_to_end(fn(_ThreadTx(conn)))  # type: ignore[arg-type]
+            result: T = _run_to_end(fn(_ThreadTx(conn)))  # type: ignore[arg-type]
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:

@@ -73,7 +73,7 @@ class MessagesStreamEncoder:
     def _start(self, event: StreamStart | None = None) -> bytes:
         self._started = True
         usage = event.usage if event is not None and event.usage is not None else Usage()
-        message = {
+        message: dict[str, Any] = {
             "id": message_id(event.id if event is not None else ""),
             "type": "message",
             "role": "assistant",
