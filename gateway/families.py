@@ -11,7 +11,8 @@ Paths that no family owns (admin, account, health, unknown) get the gateway's ow
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import orjson
@@ -26,6 +27,7 @@ __all__ = [
     "BEARER_HINT",
     "DEFAULT_FAMILY",
     "MULTIPART_SLACK",
+    "BearerFamily",
     "FamilyRegistry",
     "WireFamily",
     "bearer_token",
@@ -45,7 +47,11 @@ class WireFamily(Protocol):
     """What a client-facing wire family tells the core. Implementations are plain objects, made
     once per plugin manager, holding no per-request state."""
 
-    name: str  # "chat", "messages", "v1beta", "ollama", ...; also the log's ``family`` column
+    # Read-only members (a property here) so that a frozen object such as ``BearerFamily`` fits.
+    @property
+    def name(self) -> str:
+        """"chat", "messages", "v1beta", "ollama", ...; also the log's ``family`` column."""
+        ...
 
     def owns_path(self, path: str) -> bool:
         """True when errors on ``path`` (routed or not) are rendered in this family's envelope."""
@@ -56,7 +62,10 @@ class WireFamily(Protocol):
         ``credential_hint`` is shown when it is absent."""
         ...
 
-    credential_hint: str  # where the credential goes, e.g. "the Authorization header (Bearer <key>)"
+    @property
+    def credential_hint(self) -> str:
+        """Where the credential goes, e.g. "the Authorization header (Bearer <key>)"."""
+        ...
 
     def check_headers(self, request: HTTPConnection) -> None:
         """Raise InvalidRequest for a missing or malformed required header (a version header);
@@ -108,6 +117,44 @@ class FamilyRegistry:
         family = self.for_path(path)
         limit = family.body_limit(path, limits) if family is not None else None
         return limit if limit is not None else limits.json_body_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class BearerFamily:
+    """A ``WireFamily`` with a Bearer credential, no header rule and the default envelope: the
+    shape most OpenAI-style families share, so that each declares only what differs.
+
+    It owns every path under ``prefixes``: a prefix without a trailing "/" owns itself and what is
+    below it, one with a trailing "/" only what is below it. ``limit`` (of the limits config) is the
+    body limit of ``limited_paths`` (a trailing "/" ignored); every other path has the JSON limit.
+    A family with another ownership rule subclasses it and overrides ``owns_path``."""
+
+    name: str
+    prefixes: tuple[str, ...] = ()
+    limited_paths: frozenset[str] = frozenset()
+    limit: Callable[[LimitsConfig], int] | None = None
+    credential_hint: str = BEARER_HINT
+
+    def owns_path(self, path: str) -> bool:
+        for prefix in self.prefixes:
+            below = prefix if prefix.endswith("/") else prefix + "/"
+            if path == prefix or path.startswith(below):
+                return True
+        return False
+
+    def credential(self, request: HTTPConnection) -> str | None:
+        return bearer_token(request)
+
+    def check_headers(self, request: HTTPConnection) -> None:
+        return None
+
+    def render_error(self, err: GatewayError) -> bytes:
+        return render_default_error(err)
+
+    def body_limit(self, path: str, limits: LimitsConfig) -> int | None:
+        if self.limit is not None and path.rstrip("/") in self.limited_paths:
+            return self.limit(limits)
+        return None
 
 
 def bearer_token(request: HTTPConnection) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from translators.audio.family import AudioFamily
+from translators.audio.family import WIRE_FAMILY
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 @hookimpl
 def gateway_families() -> list[WireFamily]:
-    return [AudioFamily()]
+    return [WIRE_FAMILY]
 
 
 @hookimpl

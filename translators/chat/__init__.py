@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
 from translators.chat.adapter import ChatAdapter
-from translators.chat.family import ChatFamily
+from translators.chat.family import WIRE_FAMILY
 from translators.chat.simulator import gateway_simulator_routes as gateway_simulator_routes
 
 if TYPE_CHECKING:
@@ -50,4 +50,4 @@ def gateway_upstream_adapters() -> list[ProtocolAdapter]:
 
 @hookimpl
 def gateway_families() -> list[WireFamily]:
-    return [ChatFamily()]
+    return [WIRE_FAMILY]

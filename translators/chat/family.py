@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import re
 
-from starlette.requests import HTTPConnection
-
-from gateway.config import LimitsConfig
-from gateway.errors import GatewayError
-from gateway.families import BEARER_HINT, bearer_token, render_default_error
+from gateway.families import BearerFamily
 
 _PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 _MODELS = "/v1/models"
@@ -18,23 +14,15 @@ _MODELS = "/v1/models"
 _MODEL_METHOD = re.compile(r"^/v1/models/[^/]+:[A-Za-z]+$")
 
 
-class ChatFamily:
-    name = "chat"
-    credential_hint = BEARER_HINT
+class ChatFamily(BearerFamily):
+    """Owns its three endpoints and the model list and retrievals, not the Gemini alias."""
+
+    __slots__ = ()
 
     def owns_path(self, path: str) -> bool:
-        if path in _PATHS or path == _MODELS:
+        if path in _PATHS:
             return True
-        return path.startswith(_MODELS + "/") and _MODEL_METHOD.match(path) is None
+        return super().owns_path(path) and _MODEL_METHOD.match(path) is None
 
-    def credential(self, request: HTTPConnection) -> str | None:
-        return bearer_token(request)
 
-    def check_headers(self, request: HTTPConnection) -> None:
-        return None  # no version header on this wire
-
-    def render_error(self, err: GatewayError) -> bytes:
-        return render_default_error(err)
-
-    def body_limit(self, path: str, limits: LimitsConfig) -> int | None:
-        return None  # JSON bodies: ``limits.json_body_bytes``
+WIRE_FAMILY = ChatFamily("chat", prefixes=(_MODELS,))

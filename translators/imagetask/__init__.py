@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from translators.imagetask.family import ImagetaskFamily
+from translators.imagetask.family import WIRE_FAMILY
 from translators.imagetask.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.imagetask.upstream import ImagetaskAdapter, ImageTasks
 
@@ -45,7 +45,7 @@ def gateway_upstream_adapters() -> list[ProtocolAdapter]:
 
 @hookimpl
 def gateway_families() -> list[WireFamily]:
-    return [ImagetaskFamily()]
+    return [WIRE_FAMILY]
 
 
 @hookimpl

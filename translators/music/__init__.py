@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from translators.music.family import MusicFamily
+from translators.music.family import WIRE_FAMILY
 from translators.music.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.music.upstream import MusicAdapter, MusicTasks
 
@@ -50,7 +50,7 @@ def gateway_upstream_adapters() -> list[ProtocolAdapter]:
 
 @hookimpl
 def gateway_families() -> list[WireFamily]:
-    return [MusicFamily()]
+    return [WIRE_FAMILY]
 
 
 @hookimpl

@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from translators.responses.family import ResponsesFamily
+from translators.responses.family import WIRE_FAMILY
 from translators.responses.simulator import gateway_simulator_routes as gateway_simulator_routes
 
 if TYPE_CHECKING:
@@ -47,4 +47,4 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 @hookimpl
 def gateway_families() -> list[WireFamily]:
-    return [ResponsesFamily()]
+    return [WIRE_FAMILY]

@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from translators.videoa.family import VideoaFamily
+from translators.videoa.family import WIRE_FAMILY
 from translators.videoa.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.videoa.upstream import VideoaAdapter, VideoaTasks
 
@@ -52,7 +52,7 @@ def gateway_upstream_adapters() -> list[ProtocolAdapter]:
 
 @hookimpl
 def gateway_families() -> list[WireFamily]:
-    return [VideoaFamily()]
+    return [WIRE_FAMILY]
 
 
 @hookimpl

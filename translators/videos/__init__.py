@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from translators.videos.family import VideosFamily
+from translators.videos.family import WIRE_FAMILY
 from translators.videos.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.videos.upstream import VideosAdapter, VideoTasks
 
@@ -52,7 +52,7 @@ def gateway_upstream_adapters() -> list[ProtocolAdapter]:
 
 @hookimpl
 def gateway_families() -> list[WireFamily]:
-    return [VideosFamily()]
+    return [WIRE_FAMILY]
 
 
 @hookimpl
