@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import io
+from dataclasses import dataclass
 
 import aiohttp
 import msgspec
+import orjson
 
 from gateway.config import UpstreamConfig
+from gateway.errors import UpstreamHTTPError
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
 from gateway.upstream.pool import UpstreamPool
 
-__all__ = ["TaskHttp", "TaskReply"]
+__all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "refusal"]
 
 _USER_AGENT = "model-gateway/0.1"
 
@@ -26,6 +29,44 @@ _USER_AGENT = "model-gateway/0.1"
 class TaskReply(msgspec.Struct, frozen=True):
     status: int
     body: bytes
+
+
+@dataclass(slots=True)
+class BearerTaskAdapter:
+    """The upstream adapter of a task protocol whose upstream takes its key as a Bearer token (a
+    ``TaskAdapter``: it only carries the credential). Not frozen: ``ProtocolAdapter`` declares
+    plain attributes."""
+
+    protocol: str
+    capabilities: frozenset[str] = frozenset({"task"})
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {api_key}"}
+
+
+def error_message(body: bytes, *fallbacks: str) -> str:
+    """The message of an upstream's error body: ``error.message`` (the OpenAI-style envelope),
+    else the first string among the top-level ``fallbacks`` keys (a family's own shape); ""."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    err = data.get("error")
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return str(err["message"])
+    for key in fallbacks:
+        if isinstance(data.get(key), str):
+            return str(data[key])
+    return ""
+
+
+def refusal(reply: TaskReply, *fallbacks: str) -> UpstreamHTTPError:
+    """An upstream's 4xx answer as the client's error: its status and message (``error_message``),
+    or a message naming the status when the body has none."""
+    message = error_message(reply.body, *fallbacks) or f"The upstream answered HTTP {reply.status}."
+    return UpstreamHTTPError(reply.status, message)
 
 
 # aiohttp writes a bytes body in one piece (and warns past 1 MB: it may hold the event loop); a file

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from gateway.hookspecs import hookimpl
 from translators.imagetask.family import WIRE_FAMILY
 from translators.imagetask.simulator import gateway_simulator_routes as gateway_simulator_routes
-from translators.imagetask.upstream import ImagetaskAdapter, ImageTasks
+from translators.imagetask.upstream import ADAPTER, ImageTasks
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -40,7 +40,7 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 @hookimpl
 def gateway_upstream_adapters() -> list[ProtocolAdapter]:
-    return [ImagetaskAdapter()]
+    return [ADAPTER]
 
 
 @hookimpl

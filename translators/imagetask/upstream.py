@@ -19,7 +19,7 @@ from gateway.errors import UpstreamError, UpstreamHTTPError
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
-from gateway.tasks.upstream import TaskHttp
+from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, refusal
 from translators.imagetask.render import callback_out
 from translators.imagetask.wire import Result, UpstreamSubmit, UpstreamSubmitted, UpstreamTask
 
@@ -33,26 +33,7 @@ _tasks = msgspec.json.Decoder(list[UpstreamTask])
 _result = msgspec.json.Encoder()  # results, submissions and callback bodies
 
 
-class ImagetaskAdapter:
-    protocol = PROTOCOL
-    capabilities = frozenset({"task"})
-
-    def auth_headers(self, api_key: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {api_key}"}
-
-
-def _error_message(body: bytes) -> str:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return ""
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])
-        if isinstance(data.get("description"), str):
-            return str(data["description"])
-    return ""
+ADAPTER = BearerTaskAdapter(PROTOCOL)
 
 
 async def submit(http: TaskHttp, upstream: UpstreamConfig, kind: str, body: UpstreamSubmit,
@@ -62,15 +43,14 @@ async def submit(http: TaskHttp, upstream: UpstreamConfig, kind: str, body: Upst
     reply = await http.call(upstream, "POST", f"/imagetask/submit/{kind}", _result.encode(body),
                             request_id=request_id)
     if reply.status >= 400:
-        message = _error_message(reply.body) or f"The upstream answered HTTP {reply.status}."
-        raise UpstreamHTTPError(reply.status, message)
+        raise refusal(reply, "description")
     try:
         answer = _submitted.decode(reply.body)
     except msgspec.DecodeError as exc:
         raise UpstreamError("The image-task upstream answered a submission in an unknown shape.") from exc
     if answer.code not in (1, 22) or answer.result in (None, ""):
-        refusal = answer.description or f"The upstream refused the task (code {answer.code})."
-        raise UpstreamHTTPError(400, refusal)
+        reason = answer.description or f"The upstream refused the task (code {answer.code})."
+        raise UpstreamHTTPError(400, reason)
     status = "NOT_START" if answer.code == 22 else "SUBMITTED"  # 22: in the upstream's queue
     return Submitted(str(answer.result), Snapshot(status=status, phase="queued", progress="0%"))
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from gateway.hookspecs import hookimpl
 from translators.music.family import WIRE_FAMILY
 from translators.music.simulator import gateway_simulator_routes as gateway_simulator_routes
-from translators.music.upstream import MusicAdapter, MusicTasks
+from translators.music.upstream import ADAPTER, MusicTasks
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -45,7 +45,7 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 @hookimpl
 def gateway_upstream_adapters() -> list[ProtocolAdapter]:
-    return [MusicAdapter()]
+    return [ADAPTER]
 
 
 @hookimpl

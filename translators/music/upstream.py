@@ -17,7 +17,7 @@ from gateway.errors import UpstreamError, UpstreamHTTPError
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
-from gateway.tasks.upstream import TaskHttp
+from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, refusal
 from translators.music.render import callback_body
 from translators.music.wire import Result, UpstreamBody, UpstreamFetched, UpstreamSubmitted, UpstreamTask
 
@@ -29,33 +29,14 @@ _fetched = msgspec.json.Decoder(UpstreamFetched)
 _encode = msgspec.json.Encoder()
 
 
-class MusicAdapter:
-    protocol = PROTOCOL
-    capabilities = frozenset({"task"})
-
-    def auth_headers(self, api_key: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {api_key}"}
-
-
-def _message(body: bytes) -> str:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return ""
-    if not isinstance(data, dict):
-        return ""
-    err = data.get("error")
-    if isinstance(err, dict) and isinstance(err.get("message"), str):
-        return str(err["message"])
-    return str(data["message"]) if isinstance(data.get("message"), str) else ""
+ADAPTER = BearerTaskAdapter(PROTOCOL)
 
 
 async def submit(http: TaskHttp, upstream: UpstreamConfig, body: UpstreamBody, request_id: str) -> Submitted:
     reply = await http.call(upstream, "POST", "/music/submit/music", _encode.encode(body),
                             request_id=request_id)
     if reply.status >= 400:
-        message = _message(reply.body) or f"The upstream answered HTTP {reply.status}."
-        raise UpstreamHTTPError(reply.status, message)
+        raise refusal(reply, "message")
     try:
         answer = _submitted.decode(reply.body)
     except msgspec.DecodeError as exc:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from gateway.hookspecs import hookimpl
 from translators.videoa.family import WIRE_FAMILY
 from translators.videoa.simulator import gateway_simulator_routes as gateway_simulator_routes
-from translators.videoa.upstream import VideoaAdapter, VideoaTasks
+from translators.videoa.upstream import ADAPTER, VideoaTasks
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -47,7 +47,7 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 @hookimpl
 def gateway_upstream_adapters() -> list[ProtocolAdapter]:
-    return [VideoaAdapter()]
+    return [ADAPTER]
 
 
 @hookimpl

@@ -13,14 +13,13 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import msgspec
-import orjson
 
 from gateway.config import UpstreamConfig
-from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.errors import UpstreamError
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
-from gateway.tasks.upstream import TaskHttp
+from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, refusal
 from translators.videoa.wire import Result, Stored, UpstreamBody, UpstreamSubmitted, UpstreamTask
 
 PROTOCOL = "videoa"
@@ -33,31 +32,13 @@ _stored = msgspec.json.Decoder(Stored)
 _encode = msgspec.json.Encoder()
 
 
-class VideoaAdapter:
-    protocol = PROTOCOL
-    capabilities = frozenset({"task"})
-
-    def auth_headers(self, api_key: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {api_key}"}
-
-
-def error_message(body: bytes) -> str:
-    """The message of an upstream's error body (the OpenAI-style envelope), or ""."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return ""
-    err = data.get("error") if isinstance(data, dict) else None
-    if isinstance(err, dict) and isinstance(err.get("message"), str):
-        return str(err["message"])
-    return ""
+ADAPTER = BearerTaskAdapter(PROTOCOL)
 
 
 async def submit(http: TaskHttp, upstream: UpstreamConfig, body: UpstreamBody, request_id: str) -> Submitted:
     reply = await http.call(upstream, "POST", SUBMIT_PATH, _encode.encode(body), request_id=request_id)
     if reply.status >= 400:
-        raise UpstreamHTTPError(reply.status, error_message(reply.body)
-                                or f"The upstream answered HTTP {reply.status}.")
+        raise refusal(reply)
     try:
         answer = _submitted.decode(reply.body)
     except msgspec.DecodeError as exc:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from gateway.hookspecs import hookimpl
 from translators.videos.family import WIRE_FAMILY
 from translators.videos.simulator import gateway_simulator_routes as gateway_simulator_routes
-from translators.videos.upstream import VideosAdapter, VideoTasks
+from translators.videos.upstream import ADAPTER, VideoTasks
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -47,7 +47,7 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
 
 @hookimpl
 def gateway_upstream_adapters() -> list[ProtocolAdapter]:
-    return [VideosAdapter()]
+    return [ADAPTER]
 
 
 @hookimpl

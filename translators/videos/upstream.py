@@ -11,14 +11,13 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
 import msgspec
-import orjson
 
 from gateway.config import UpstreamConfig
-from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.errors import UpstreamError
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
-from gateway.tasks.upstream import TaskHttp
+from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, refusal
 from translators.videos.wire import Result, Stored, UpstreamBody, UpstreamVideo
 
 PROTOCOL = "videos"
@@ -31,21 +30,7 @@ _stored = msgspec.json.Decoder(Stored)
 _encode = msgspec.json.Encoder()
 
 
-class VideosAdapter:
-    protocol = PROTOCOL
-    capabilities = frozenset({"task"})
-
-    def auth_headers(self, api_key: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {api_key}"}
-
-
-def _message(body: bytes) -> str:
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return ""
-    err = data.get("error") if isinstance(data, dict) else None
-    return str(err["message"]) if isinstance(err, dict) and isinstance(err.get("message"), str) else ""
+ADAPTER = BearerTaskAdapter(PROTOCOL)
 
 
 def _decode(body: bytes) -> UpstreamVideo:
@@ -58,8 +43,7 @@ def _decode(body: bytes) -> UpstreamVideo:
 async def create(http: TaskHttp, upstream: UpstreamConfig, body: UpstreamBody, request_id: str) -> Submitted:
     reply = await http.call(upstream, "POST", PATH, _encode.encode(body), request_id=request_id)
     if reply.status >= 400:
-        message = _message(reply.body) or f"The upstream answered HTTP {reply.status}."
-        raise UpstreamHTTPError(reply.status, message)
+        raise refusal(reply)
     video = _decode(reply.body)
     return Submitted(video.id, Snapshot(status="queued", phase="queued", progress="0"))
 
