@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import io
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import aiohttp
 import msgspec
 import orjson
 
 from gateway.config import UpstreamConfig
-from gateway.errors import UpstreamHTTPError
+from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.money import scaled_cost
+from gateway.storage.base import TaskRecord
+from gateway.tasks.family import Snapshot
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
 from gateway.upstream.pool import UpstreamPool
 
-__all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "refusal"]
+__all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "poll_each", "prorated_charge",
+           "refusal"]
 
 _USER_AGENT = "model-gateway/0.1"
 
@@ -133,3 +139,29 @@ class TaskHttp:
             resp.release()
             raise UpstreamFailure(upstream.name, f"answered HTTP {resp.status}", resp.status)
         return resp
+
+
+async def poll_each(http: TaskHttp, upstream: UpstreamConfig, tasks: Sequence[TaskRecord],
+                    path: Callable[[str], str], what: str,
+                    read: Callable[[TaskRecord, bytes], Snapshot]) -> dict[str, Snapshot]:
+    """``TaskFamily.poll`` for an API without a batch query: one GET of ``path(upstream id)`` per
+    task, read by ``read``. A 404 leaves the task out (forgotten: the engine fails and refunds
+    it); another 4xx raises ``UpstreamError`` naming ``what`` was asked."""
+    found: dict[str, Snapshot] = {}
+    for task in tasks:
+        reply = await http.call(upstream, "GET", path(task.upstream_task_id))
+        if reply.status == 404:
+            continue
+        if reply.status >= 400:
+            raise UpstreamError(f"the {what} answered HTTP {reply.status}")
+        found[task.upstream_task_id] = read(task, reply.body)
+    return found
+
+
+def prorated_charge(price_nano: int, made: float | None, asked: int) -> int | None:
+    """The charge when an upstream reports making ``made`` of the ``asked`` units (seconds of
+    video) a price was held for: the price scaled to what was made, rounded up, never above the
+    price. None (charge the price) when the upstream reports nothing or nothing was asked."""
+    if made is None or made < 0 or asked <= 0:
+        return None
+    return scaled_cost(price_nano, min(Fraction(str(made)), Fraction(asked)) / asked)

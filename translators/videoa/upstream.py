@@ -10,7 +10,6 @@ A media upstream speaks the same task API the gateway exposes (CONTRACT 3): subm
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 
 import msgspec
 
@@ -19,7 +18,7 @@ from gateway.errors import UpstreamError
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
-from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, refusal
+from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, poll_each, prorated_charge, refusal
 from translators.videoa.wire import Result, Stored, UpstreamBody, UpstreamSubmitted, UpstreamTask
 
 PROTOCOL = "videoa"
@@ -50,14 +49,8 @@ def actual_charge(task: TaskRecord, seconds: float | None) -> int | None:
     """The charge for ``seconds`` of video made: the task's price (per second x the seconds asked
     for, with the group ratio, as reserved) scaled to the seconds the upstream reports, rounded up,
     never above the price. None (the price) when the upstream reports no seconds."""
-    if seconds is None or seconds < 0:
-        return None
     asked = _stored.decode(task.request_json).duration if task.request_json else 0
-    if asked <= 0:
-        return None
-    made = min(Fraction(str(seconds)), Fraction(asked))
-    share = Fraction(task.price_nano) * made / asked
-    return -((-share.numerator) // share.denominator)
+    return prorated_charge(task.price_nano, seconds, asked)
 
 
 def snapshot(task: TaskRecord, up: UpstreamTask) -> Snapshot:
@@ -78,6 +71,18 @@ def snapshot(task: TaskRecord, up: UpstreamTask) -> Snapshot:
                     charge_nano=actual_charge(task, data.duration))
 
 
+def _status_path(upstream_id: str) -> str:
+    return f"/videoa/v1/tasks/{upstream_id}"
+
+
+def _read(task: TaskRecord, body: bytes) -> Snapshot:
+    try:
+        up = _task.decode(body)
+    except msgspec.DecodeError as exc:
+        raise UpstreamError("the task status came in an unknown shape") from exc
+    return snapshot(task, up)
+
+
 class VideoaTasks:
     """Video task A as the task engine sees it (``gateway.tasks.TaskFamily``)."""
 
@@ -88,19 +93,7 @@ class VideoaTasks:
 
     async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
                    tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
-        found: dict[str, Snapshot] = {}
-        for task in tasks:
-            reply = await http.call(upstream, "GET", f"/videoa/v1/tasks/{task.upstream_task_id}")
-            if reply.status == 404:
-                continue  # forgotten: the engine fails and refunds it
-            if reply.status >= 400:
-                raise UpstreamError(f"the task status answered HTTP {reply.status}")
-            try:
-                up = _task.decode(reply.body)
-            except msgspec.DecodeError as exc:
-                raise UpstreamError("the task status came in an unknown shape") from exc
-            found[task.upstream_task_id] = snapshot(task, up)
-        return found
+        return await poll_each(http, upstream, tasks, _status_path, "task status", _read)
 
     def callback_payload(self, task: TaskRecord) -> bytes | None:
         return None  # spec 6.5: video tasks send no callbacks

@@ -8,7 +8,6 @@ A media upstream speaks the same API the gateway exposes (CONTRACT 3): ``POST /v
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 
 import msgspec
 
@@ -17,7 +16,7 @@ from gateway.errors import UpstreamError
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
-from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, refusal
+from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, poll_each, prorated_charge, refusal
 from translators.videos.wire import Result, Stored, UpstreamBody, UpstreamVideo
 
 PROTOCOL = "videos"
@@ -52,10 +51,7 @@ def actual_charge(task: TaskRecord, made: float | None) -> int | None:
     """The price (per second x seconds asked, with the group ratio) scaled to the seconds the
     upstream reports making, rounded up, never above the price; None (the price) without them."""
     asked = _stored.decode(task.request_json).seconds if task.request_json else 0
-    if made is None or made < 0 or asked <= 0:
-        return None
-    share = Fraction(task.price_nano) * min(Fraction(str(made)), Fraction(asked)) / asked
-    return -((-share.numerator) // share.denominator)
+    return prorated_charge(task.price_nano, made, asked)
 
 
 def snapshot(task: TaskRecord, video: UpstreamVideo) -> Snapshot:
@@ -76,6 +72,14 @@ def snapshot(task: TaskRecord, video: UpstreamVideo) -> Snapshot:
                     charge_nano=actual_charge(task, video.duration))
 
 
+def _retrieve_path(upstream_id: str) -> str:
+    return f"{PATH}/{upstream_id}"
+
+
+def _read(task: TaskRecord, body: bytes) -> Snapshot:
+    return snapshot(task, _decode(body))
+
+
 class VideoTasks:
     """Video task B as the task engine sees it (``gateway.tasks.TaskFamily``)."""
 
@@ -86,15 +90,7 @@ class VideoTasks:
 
     async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
                    tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
-        found: dict[str, Snapshot] = {}
-        for task in tasks:
-            reply = await http.call(upstream, "GET", f"{PATH}/{task.upstream_task_id}")
-            if reply.status == 404:
-                continue  # forgotten: the engine fails and refunds it
-            if reply.status >= 400:
-                raise UpstreamError(f"the video retrieve answered HTTP {reply.status}")
-            found[task.upstream_task_id] = snapshot(task, _decode(reply.body))
-        return found
+        return await poll_each(http, upstream, tasks, _retrieve_path, "video retrieve", _read)
 
     def callback_payload(self, task: TaskRecord) -> bytes | None:
         return None  # spec 6.5: video tasks send no callbacks
