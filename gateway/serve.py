@@ -1,5 +1,5 @@
 """``gateway serve``: bootstrap once, start the simulator child, serve on the chosen ASGI server
-(gateway.servers: uvicorn by default, granian, hypercorn), shut down gracefully (in-flight
+(gateway.servers: granian by default, uvicorn, hypercorn), shut down gracefully (in-flight
 requests finish, then the lifespan stops the Meter, pool and storage).
 
 Every server builds the app with ``gateway.serve:worker_app()``, which reads the config path from
