@@ -27,6 +27,9 @@ Write a side in four steps:
    ``gateway.simulator.textgen`` (``textgen.generate``, ``textgen.count_tokens``, ``textgen.embed``),
    so every side answers the same prompt with the same words and counts tokens alike.
 
+A task side (media families) reads its options with ``option_words(side, request, prompt)``: the
+upstream credential's ``-`` pieces and the prompt's ``sim:<option>`` words.
+
 ``create_app(settings, extra_plugins=(plugin,))`` builds a simulator with an extra plugin (tests).
 """
 
@@ -53,6 +56,7 @@ from gateway.simulator.routing import (
     endpoint,
 )
 from gateway.simulator.server import create_app
+from gateway.simulator.taskopts import option_words
 
 __all__ = [
     "BadRequest",
@@ -71,5 +75,6 @@ __all__ = [
     "create_app",
     "endpoint",
     "json_response",
+    "option_words",
     "textgen",
 ]

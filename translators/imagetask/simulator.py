@@ -26,10 +26,17 @@ from typing import Any
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
-from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, json_response
+from gateway.simulator.toolkit import (
+    BadRequest,
+    Ctx,
+    SimVendor,
+    add_route,
+    endpoint,
+    json_response,
+    option_words,
+)
 
 _OPTION = re.compile(r"^(dur|steps)(\d+)$")
-_PROMPT_OPTION = re.compile(r"\bsim:([a-z]+\d*)\b")
 KINDS = ("imagine", "change", "blend", "describe", "zoom", "pan", "modal")
 _ACTIONS = {"imagine": "IMAGINE", "blend": "BLEND", "describe": "DESCRIBE", "zoom": "ZOOM", "pan": "PAN",
             "modal": "MODAL"}
@@ -129,9 +136,7 @@ def _tasks(app: web.Application) -> dict[str, SimTask]:
 
 def _options(ctx: Ctx, prompt: str) -> Options:
     options = Options()
-    key = SIDE.extract_key(ctx.request)
-    options.apply(key.split("-"))
-    options.apply(_PROMPT_OPTION.findall(prompt))
+    options.apply(option_words(SIDE, ctx.request, prompt))
     return options
 
 

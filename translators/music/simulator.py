@@ -21,10 +21,9 @@ from typing import Any
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
-from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint
+from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, option_words
 
 _OPTION = re.compile(r"^dur(\d+)$")
-_PROMPT_OPTION = re.compile(r"\bsim:([a-z]+\d*)\b")
 MAX_LYRIC = 3000
 _FILE_BYTES = 32 * 1024
 _STAGES = ((0.1, "PENDING"), (0.3, "TEXT_GENERATING"), (0.6, "FIRST_SUCCESS"), (1.0, "STREAMING"))
@@ -120,8 +119,7 @@ async def submit(ctx: Ctx) -> web.StreamResponse:
     if clip is not None and not any(clip in s.clip_ids for s in songs.values()):
         return ctx.error(400, f"continue_clip_id: no clip {clip}")
     options = Options()
-    options.apply(SIDE.extract_key(ctx.request).split("-"))
-    options.apply(_PROMPT_OPTION.findall(prompt))
+    options.apply(option_words(SIDE, ctx.request, prompt))
     if options.reject:
         return await ctx.respond({"code": "error", "data": None, "message": "prompt rejected (simulated)"})
     song = SimSong(id=f"sim-music-{secrets.token_hex(8)}", body=body, options=options)

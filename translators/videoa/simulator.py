@@ -33,10 +33,17 @@ from typing import Any
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
-from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, json_response
+from gateway.simulator.toolkit import (
+    BadRequest,
+    Ctx,
+    SimVendor,
+    add_route,
+    endpoint,
+    json_response,
+    option_words,
+)
 
 _OPTION = re.compile(r"^(dur|made|kb|pace)(\d+)$")
-_PROMPT_OPTION = re.compile(r"\bsim:([a-z]+\d*)\b")
 _SECRET = b"videoa-sim-file-signing"
 
 
@@ -185,8 +192,7 @@ async def submit(ctx: Ctx) -> web.StreamResponse:
     if "notify_hook" in body or "callback_url" in body:
         raise BadRequest("the simulator upstream takes no callback URL")
     options = Options()
-    options.apply(SIDE.extract_key(ctx.request).split("-"))
-    options.apply(_PROMPT_OPTION.findall(prompt))
+    options.apply(option_words(SIDE, ctx.request, prompt))
     if options.reject:
         return ctx.error(400, "the prompt was rejected by the content filter (simulated)")
     seconds = int(data.get("duration", 5))

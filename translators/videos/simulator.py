@@ -20,10 +20,9 @@ from typing import Any
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
-from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint
+from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, option_words
 
 _OPTION = re.compile(r"^(dur|made)(\d+)$")
-_PROMPT_OPTION = re.compile(r"\bsim:([a-z]+\d*)\b")
 _FILE_BYTES = 64 * 1024
 
 
@@ -96,8 +95,7 @@ async def create(ctx: Ctx) -> web.StreamResponse:
     if not isinstance(prompt, str) or not prompt.strip() or not isinstance(model, str):
         raise BadRequest("model and prompt are required")
     options = Options()
-    options.apply(SIDE.extract_key(ctx.request).split("-"))
-    options.apply(_PROMPT_OPTION.findall(prompt))
+    options.apply(option_words(SIDE, ctx.request, prompt))
     if options.reject:
         return ctx.error(400, "the prompt was rejected by the moderation system (simulated)")
     video = SimVideo(id=f"video_sim_{secrets.token_hex(8)}", model=model, seconds=int(body.get("seconds", 4)),
