@@ -13,6 +13,7 @@ import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TypeVar
 
 import aiohttp
 import msgspec
@@ -27,7 +28,7 @@ from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstrea
 from gateway.upstream.pool import UpstreamPool
 
 __all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "poll_each", "prorated_charge",
-           "refusal"]
+           "query_batch", "refusal"]
 
 _USER_AGENT = "model-gateway/0.1"
 
@@ -146,16 +147,33 @@ async def poll_each(http: TaskHttp, upstream: UpstreamConfig, tasks: Sequence[Ta
                     read: Callable[[TaskRecord, bytes], Snapshot]) -> dict[str, Snapshot]:
     """``TaskFamily.poll`` for an API without a batch query: one GET of ``path(upstream id)`` per
     task, read by ``read``. A 404 leaves the task out (forgotten: the engine fails and refunds
-    it); another 4xx raises ``UpstreamError`` naming ``what`` was asked."""
+    it); another 4xx raises ``UpstreamError`` naming ``what`` was asked ("the task status")."""
     found: dict[str, Snapshot] = {}
     for task in tasks:
         reply = await http.call(upstream, "GET", path(task.upstream_task_id))
         if reply.status == 404:
             continue
         if reply.status >= 400:
-            raise UpstreamError(f"the {what} answered HTTP {reply.status}")
+            raise UpstreamError(f"{what} answered HTTP {reply.status}")
         found[task.upstream_task_id] = read(task, reply.body)
     return found
+
+
+_T = TypeVar("_T")
+
+
+async def query_batch(http: TaskHttp, upstream: UpstreamConfig, path: str, ids: Sequence[str], what: str,
+                      decoder: msgspec.json.Decoder[_T]) -> _T:
+    """``TaskFamily.poll`` for an API with a batch query: ``POST path {"ids": [...]}``, its answer
+    decoded by ``decoder``. A 4xx or an answer of another shape raises ``UpstreamError`` naming
+    ``what`` was asked ("the music fetch")."""
+    reply = await http.call(upstream, "POST", path, orjson.dumps({"ids": list(ids)}))
+    if reply.status >= 400:
+        raise UpstreamError(f"{what} answered HTTP {reply.status}")
+    try:
+        return decoder.decode(reply.body)
+    except msgspec.DecodeError as exc:
+        raise UpstreamError(f"{what} answered in an unknown shape") from exc
 
 
 def prorated_charge(price_nano: int, made: float | None, asked: int) -> int | None:

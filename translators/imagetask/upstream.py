@@ -12,14 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import msgspec
-import orjson
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamHTTPError
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
-from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, refusal
+from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, query_batch, refusal
 from translators.imagetask.render import callback_out
 from translators.imagetask.wire import Result, UpstreamSubmit, UpstreamSubmitted, UpstreamTask
 
@@ -81,13 +80,7 @@ class ImageTasks:
     async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
                    tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
         ids = [t.upstream_task_id for t in tasks]
-        reply = await http.call(upstream, "POST", LIST_PATH, orjson.dumps({"ids": ids}))
-        if reply.status >= 400:
-            raise UpstreamError(f"list-by-condition answered HTTP {reply.status}")
-        try:
-            found = _tasks.decode(reply.body)
-        except msgspec.DecodeError as exc:
-            raise UpstreamError("list-by-condition answered in an unknown shape") from exc
+        found = await query_batch(http, upstream, LIST_PATH, ids, "list-by-condition", _tasks)
         wanted = set(ids)
         return {str(t.id): snapshot(t) for t in found if str(t.id) in wanted}
 

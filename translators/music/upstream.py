@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import msgspec
-import orjson
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamHTTPError
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
-from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, refusal
+from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, query_batch, refusal
 from translators.music.render import callback_body
 from translators.music.wire import Result, UpstreamBody, UpstreamFetched, UpstreamSubmitted, UpstreamTask
 
@@ -71,13 +70,7 @@ class MusicTasks:
     async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
                    tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
         ids = [t.upstream_task_id for t in tasks]
-        reply = await http.call(upstream, "POST", "/music/fetch", orjson.dumps({"ids": ids}))
-        if reply.status >= 400:
-            raise UpstreamError(f"the music fetch answered HTTP {reply.status}")
-        try:
-            found = _fetched.decode(reply.body)
-        except msgspec.DecodeError as exc:
-            raise UpstreamError("the music fetch answered in an unknown shape") from exc
+        found = await query_batch(http, upstream, "/music/fetch", ids, "the music fetch", _fetched)
         wanted = set(ids)
         return {t.task_id: snapshot(t) for t in found.data if t.task_id in wanted}
 

@@ -93,7 +93,7 @@ class VideoaTasks:
 
     async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
                    tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
-        return await poll_each(http, upstream, tasks, _status_path, "task status", _read)
+        return await poll_each(http, upstream, tasks, _status_path, "the task status", _read)
 
     def callback_payload(self, task: TaskRecord) -> bytes | None:
         return None  # spec 6.5: video tasks send no callbacks

@@ -90,7 +90,7 @@ class VideoTasks:
 
     async def poll(self, http: TaskHttp, upstream: UpstreamConfig,
                    tasks: Sequence[TaskRecord]) -> Mapping[str, Snapshot]:
-        return await poll_each(http, upstream, tasks, _retrieve_path, "video retrieve", _read)
+        return await poll_each(http, upstream, tasks, _retrieve_path, "the video retrieve", _read)
 
     def callback_payload(self, task: TaskRecord) -> bytes | None:
         return None  # spec 6.5: video tasks send no callbacks
