@@ -28,7 +28,8 @@ Write a side in four steps:
    so every side answers the same prompt with the same words and counts tokens alike.
 
 A task side (media families) reads its options with ``option_words(side, request, prompt)``: the
-upstream credential's ``-`` pieces and the prompt's ``sim:<option>`` words.
+upstream credential's ``-`` pieces and the prompt's ``sim:<option>`` words, parsed by a
+``TaskOptions`` (``dur<MS>``, ``taskfail``, ``forget``, ``reject``; a subclass adds its own).
 
 ``create_app(settings, extra_plugins=(plugin,))`` builds a simulator with an extra plugin (tests).
 """
@@ -56,7 +57,7 @@ from gateway.simulator.routing import (
     endpoint,
 )
 from gateway.simulator.server import create_app
-from gateway.simulator.taskopts import option_words
+from gateway.simulator.taskopts import TaskOptions, option_words
 
 __all__ = [
     "BadRequest",
@@ -68,6 +69,7 @@ __all__ = [
     "SimVendor",
     "SimulatorSettings",
     "StreamCut",
+    "TaskOptions",
     "WebHandler",
     "add_route",
     "bearer_token",

@@ -30,13 +30,14 @@ from gateway.simulator.toolkit import (
     BadRequest,
     Ctx,
     SimVendor,
+    TaskOptions,
     add_route,
     endpoint,
     json_response,
     option_words,
 )
 
-_OPTION = re.compile(r"^(dur|steps)(\d+)$")
+_STEPS = re.compile(r"^steps(\d+)$")
 KINDS = ("imagine", "change", "blend", "describe", "zoom", "pan", "modal")
 _ACTIONS = {"imagine": "IMAGINE", "blend": "BLEND", "describe": "DESCRIBE", "zoom": "ZOOM", "pan": "PAN",
             "modal": "MODAL"}
@@ -53,28 +54,13 @@ SIDE = ImagetaskSide()
 
 
 @dataclass
-class Options:
+class Options(TaskOptions):
     duration_s: float = 6.0
     steps: int = 4
-    fail: bool = False
-    forget: bool = False
-    reject: bool = False
 
-    def apply(self, words: list[str]) -> None:
-        for word in words:
-            word = word.strip().lower()
-            if match := _OPTION.match(word):
-                value = int(match.group(2))
-                if match.group(1) == "dur":
-                    self.duration_s = value / 1000.0
-                else:
-                    self.steps = max(value, 1)
-            elif word == "taskfail":
-                self.fail = True
-            elif word == "forget":
-                self.forget = True
-            elif word == "reject":
-                self.reject = True
+    def apply_word(self, word: str) -> None:
+        if match := _STEPS.match(word):
+            self.steps = max(int(match.group(1)), 1)
 
 
 @dataclass

@@ -12,7 +12,6 @@ options (``fail503``, ``hang``...) apply as well.
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -21,9 +20,16 @@ from typing import Any
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
-from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, option_words
+from gateway.simulator.toolkit import (
+    BadRequest,
+    Ctx,
+    SimVendor,
+    TaskOptions,
+    add_route,
+    endpoint,
+    option_words,
+)
 
-_OPTION = re.compile(r"^dur(\d+)$")
 MAX_LYRIC = 3000
 _FILE_BYTES = 32 * 1024
 _STAGES = ((0.1, "PENDING"), (0.3, "TEXT_GENERATING"), (0.6, "FIRST_SUCCESS"), (1.0, "STREAMING"))
@@ -39,19 +45,8 @@ class MusicSide(SimVendor):
 SIDE = MusicSide()
 
 
-@dataclass
-class Options:
-    duration_s: float = 8.0
-    fail: bool = False
-    forget: bool = False
-    reject: bool = False
-
-    def apply(self, words: list[str]) -> None:
-        for word in (w.strip().lower() for w in words):
-            if match := _OPTION.match(word):
-                self.duration_s = int(match.group(1)) / 1000.0
-            elif word in ("taskfail", "forget", "reject"):
-                setattr(self, "fail" if word == "taskfail" else word, True)
+class Options(TaskOptions):
+    """Only the common task options."""
 
 
 @dataclass

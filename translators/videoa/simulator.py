@@ -37,13 +37,14 @@ from gateway.simulator.toolkit import (
     BadRequest,
     Ctx,
     SimVendor,
+    TaskOptions,
     add_route,
     endpoint,
     json_response,
     option_words,
 )
 
-_OPTION = re.compile(r"^(dur|made|kb|pace)(\d+)$")
+_OPTION = re.compile(r"^(made|kb|pace)(\d+)$")
 _SECRET = b"videoa-sim-file-signing"
 
 
@@ -58,33 +59,26 @@ SIDE = VideoaSide()
 
 
 @dataclass
-class Options:
-    duration_s: float = 8.0
-    fail: bool = False
-    forget: bool = False
-    reject: bool = False
+class Options(TaskOptions):
     redirect: bool = False
     made_s: int | None = None
     size_kb: int = 256
     pace_s: float = 0.0
     cut_download: bool = False
 
-    def apply(self, words: list[str]) -> None:
-        for word in (w.strip().lower() for w in words):
-            if match := _OPTION.match(word):
-                value = int(match.group(2))
-                if match.group(1) == "dur":
-                    self.duration_s = value / 1000.0
-                elif match.group(1) == "made":
-                    self.made_s = value
-                elif match.group(1) == "pace":
-                    self.pace_s = value / 1000.0
-                else:
-                    self.size_kb = max(value, 1)
-            elif word in ("taskfail", "forget", "reject", "redirect"):
-                setattr(self, "fail" if word == "taskfail" else word, True)
-            elif word == "cutdl":
-                self.cut_download = True
+    def apply_word(self, word: str) -> None:
+        if match := _OPTION.match(word):
+            value = int(match.group(2))
+            if match.group(1) == "made":
+                self.made_s = value
+            elif match.group(1) == "pace":
+                self.pace_s = value / 1000.0
+            else:
+                self.size_kb = max(value, 1)
+        elif word == "redirect":
+            self.redirect = True
+        elif word == "cutdl":
+            self.cut_download = True
 
 
 @dataclass

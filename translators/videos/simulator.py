@@ -20,9 +20,17 @@ from typing import Any
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
-from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, option_words
+from gateway.simulator.toolkit import (
+    BadRequest,
+    Ctx,
+    SimVendor,
+    TaskOptions,
+    add_route,
+    endpoint,
+    option_words,
+)
 
-_OPTION = re.compile(r"^(dur|made)(\d+)$")
+_MADE = re.compile(r"^made(\d+)$")
 _FILE_BYTES = 64 * 1024
 
 
@@ -37,22 +45,12 @@ SIDE = VideosSide()
 
 
 @dataclass
-class Options:
-    duration_s: float = 8.0
-    fail: bool = False
-    forget: bool = False
-    reject: bool = False
+class Options(TaskOptions):
     made_s: int | None = None
 
-    def apply(self, words: list[str]) -> None:
-        for word in (w.strip().lower() for w in words):
-            if match := _OPTION.match(word):
-                if match.group(1) == "dur":
-                    self.duration_s = int(match.group(2)) / 1000.0
-                else:
-                    self.made_s = int(match.group(2))
-            elif word in ("taskfail", "forget", "reject"):
-                setattr(self, "fail" if word == "taskfail" else word, True)
+    def apply_word(self, word: str) -> None:
+        if match := _MADE.match(word):
+            self.made_s = int(match.group(1))
 
 
 @dataclass
