@@ -137,6 +137,14 @@ def generate(
     return finish_pieces(pieces, max_tokens=max_tokens, stop=stop)
 
 
+def tool_echo(results: list[str], *, max_tokens: int | None = None,
+              stop: list[str] | None = None) -> Generated:
+    """The reply to a turn that hands back tool results: the results echoed, so a test can see
+    which results reached the upstream (every vendor side answers tool rounds this way)."""
+    return finish_pieces(split_pieces(f"{MARKER} tool said: {' | '.join(results)}"),
+                         max_tokens=max_tokens, stop=stop)
+
+
 def finish_pieces(
     pieces: list[str], *, max_tokens: int | None = None, stop: list[str] | None = None
 ) -> Generated:

@@ -125,10 +125,8 @@ async def chat_completions(ctx: Ctx) -> web.StreamResponse:
     tool = _pick_tool(tools, body.get("tool_choice")) if last.get("role") == "user" else None
     call: dict[str, Any] | None = None
     if last.get("role") == "tool":
-        said = " | ".join(content_text(m.get("content"))[0] for m in _trailing_tool_msgs(messages))
-        gen = tg.finish_pieces(
-            tg.split_pieces(f"{tg.MARKER} tool said: {said}"), max_tokens=remaining, stop=stops
-        )
+        said = [content_text(m.get("content"))[0] for m in _trailing_tool_msgs(messages)]
+        gen = tg.tool_echo(said, max_tokens=remaining, stop=stops)
     elif tool is not None:
         args = orjson.dumps(tg.args_for_schema(tool.get("parameters"))).decode()
         call = {

@@ -209,10 +209,7 @@ async def messages(ctx: Ctx) -> web.StreamResponse:
         output = len(reasoning) + tg.count_tokens(orjson.dumps(call["input"]).decode())
     else:
         if prompt.tool_results is not None:
-            said = " | ".join(prompt.tool_results)
-            gen = tg.finish_pieces(
-                tg.split_pieces(f"{tg.MARKER} tool said: {said}"), max_tokens=remaining, stop=stops
-            )
+            gen = tg.tool_echo(prompt.tool_results, max_tokens=remaining, stop=stops)
         else:
             gen = tg.generate(
                 ctx.model,

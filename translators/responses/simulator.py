@@ -106,14 +106,12 @@ class Answer:
         functions = [t for t in tools if t.get("type") == "function"]
         remaining = None if not isinstance(max_out, int) else max(max_out - len(self.reasoning), 0)
         if last.get("type") == "function_call_output":
-            said = " | ".join(
+            said = [
                 _item_text(i)[0]
                 for i in items
                 if i.get("type") == "function_call_output" and i.get("call_id") == last.get("call_id")
-            )
-            self.gen = tg.finish_pieces(
-                tg.split_pieces(f"{tg.MARKER} tool said: {said}"), max_tokens=remaining
-            )
+            ]
+            self.gen = tg.tool_echo(said, max_tokens=remaining)
         elif functions and body.get("tool_choice") != "none" and last.get("role", "user") == "user":
             tool = _pick(functions, body.get("tool_choice"))
             args = orjson.dumps(tg.args_for_schema(tool.get("parameters"))).decode()

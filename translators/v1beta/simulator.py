@@ -227,10 +227,7 @@ async def generate(ctx: Ctx, stream: bool) -> web.StreamResponse:
         finish, candidates = "STOP", tg.count_tokens(f"{call['name']} {orjson.dumps(call['args']).decode()}")
     else:
         if prompt.tool_results is not None:
-            said = " | ".join(prompt.tool_results)
-            gen = tg.finish_pieces(
-                tg.split_pieces(f"{tg.MARKER} tool said: {said}"), max_tokens=max_tokens, stop=stops
-            )
+            gen = tg.tool_echo(prompt.tool_results, max_tokens=max_tokens, stop=stops)
         else:
             gen = tg.generate(
                 ctx.model,
