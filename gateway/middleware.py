@@ -33,7 +33,7 @@ from gateway.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.keys import Network, client_ip_from, parse_networks
 from gateway.observe import ObserveMiddleware, call_fields
-from gateway.ratelimit import RateLimitHeaders
+from gateway.ratelimit_headers import RateLimitHeaders
 
 access_log = logging.getLogger("gateway.access")
 

@@ -4,8 +4,9 @@ as settled) per minute, from the key itself or else from its user's group (``gro
 ``admit_call`` is the one check, made where every metered call passes before any upstream is
 asked or any money held (``CallContext.reserve``, the task engine's ``submit``, and the free
 ``count_tokens`` routes). Over a limit it raises ``RateLimited`` (429 ``rate_limit_exceeded`` in the
-caller's family envelope); ``RateLimitHeaders`` (ASGI middleware) then adds ``Retry-After`` (whole
-seconds), and to a served call of a limited key the OpenAI-style ``x-ratelimit-*`` headers.
+caller's family envelope); ``RateLimitHeaders`` (ASGI middleware in ``gateway.ratelimit_headers``)
+then adds ``Retry-After`` (whole seconds), and to a served call of a limited key the OpenAI-style
+``x-ratelimit-*`` headers.
 
 The window is the last 60 seconds, counted in one-second buckets (a sliding window whose edge
 moves a second at a time; memory is at most 60 numbers per key and limit). Tokens are added when
@@ -25,18 +26,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import softlimit
 from gateway.errors import RateLimited
 from gateway.hookspecs import hookimpl
+from gateway.ratelimit_headers import rate_headers as rate_headers
+from gateway.ratelimit_headers import remember, retry_after
 from gateway.records import Principal, RequestLog
 
 if TYPE_CHECKING:
@@ -318,9 +318,7 @@ async def admit_call(gateway: Gateway, principal: Principal) -> None:
     if limits.rpm is None and limits.tpm is None:
         return
     verdict = await limiter_of(gateway).admit(limits, principal)
-    slot = _current.get()
-    if slot is not None:
-        slot.verdict = verdict
+    remember(verdict)
     if not verdict.allowed:
         wait = retry_after(verdict)
         which = ("requests" if verdict.requests is not None and verdict.requests.remaining == 0
@@ -328,69 +326,6 @@ async def admit_call(gateway: Gateway, principal: Principal) -> None:
         limit = limits.rpm if which == "requests" else limits.tpm
         raise RateLimited(f"Rate limit reached for this API key: {limit} {which} per minute. "
                           f"Please try again in {wait}s.")
-
-
-def retry_after(verdict: Verdict) -> int:
-    """Whole seconds, rounded up, at least 1."""
-    return max(1, math.ceil(verdict.retry_after_s))
-
-
-# --- headers -------------------------------------------------------------------------------------
-
-class _Slot:
-    """Where the check of the current request leaves its verdict for the headers."""
-
-    __slots__ = ("verdict",)
-
-    def __init__(self) -> None:
-        self.verdict: Verdict | None = None
-
-
-_current: ContextVar[_Slot | None] = ContextVar("gateway_ratelimit_slot", default=None)
-
-
-def _duration(seconds: float) -> str:
-    """OpenAI's reset format: ``1s``, ``6m0s``."""
-    whole = max(0, math.ceil(seconds))
-    minutes, rest = divmod(whole, 60)
-    return f"{minutes}m{rest}s" if minutes else f"{rest}s"
-
-
-def rate_headers(verdict: Verdict) -> list[tuple[bytes, bytes]]:
-    headers: list[tuple[str, str]] = []
-    for name, window in (("requests", verdict.requests), ("tokens", verdict.tokens)):
-        if window is not None:
-            headers += [(f"x-ratelimit-limit-{name}", str(window.limit)),
-                        (f"x-ratelimit-remaining-{name}", str(window.remaining)),
-                        (f"x-ratelimit-reset-{name}", _duration(window.reset_s))]
-    if not verdict.allowed:
-        headers.append(("retry-after", str(retry_after(verdict))))
-    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-
-
-class RateLimitHeaders:
-    """Pure ASGI middleware: gives each request a slot and adds the headers of its verdict (if a
-    limited key's call was checked) to whatever response answers it, success or error."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        slot = _Slot()
-        token = _current.set(slot)
-
-        async def send_with_limits(message: Message) -> None:
-            if message["type"] == "http.response.start" and slot.verdict is not None:
-                message["headers"] = [*message.get("headers", ()), *rate_headers(slot.verdict)]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_limits)
-        finally:
-            _current.reset(token)
 
 
 # --- hooks (registered as the built-in plugin ``gateway.ratelimit``) ----------------------------
