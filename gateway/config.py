@@ -1,22 +1,24 @@
 """The YAML config file, decoded into Structs; every error names its key path.
 
 ``${VAR}`` and ``${VAR:-default}`` are replaced in string values (never in keys) before decoding,
-so a secret coming from the environment is never written into the file.
+so a secret coming from the environment is never written into the file. The rules beyond the
+types (unique ids, references between sections, protocols and URL styles) are
+``gateway.config_checks``.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 import msgspec
 import yaml
+
+from gateway.config_checks import protocol_errors, semantic_errors
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -121,12 +123,18 @@ class RoutingConfig(_Section):
 
 class LimitsConfig(_Section):
     json_body_bytes: int = 32 * 1024 * 1024
+    # Array items and object members in one JSON body: what its decoding costs in time and memory
+    # (``gateway.offload``). 100,000 messages of a chat body are about 300,000.
+    json_max_elements: Annotated[int, msgspec.Meta(gt=0)] = 400_000
     transcription_bytes: int = 25 * 1024 * 1024
     video_submit_bytes: int = 200 * 1024 * 1024
     # Request-body deadlines (``gateway.deadlines``, 408): the longest silence while a body is
     # coming, and the longest a whole body may take from the start of the request.
     body_idle_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     body_total_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    # The longest a connection may take to send a complete request head, idle keep-alive time
+    # included; the server then closes it (``gateway.server_config``, on every server).
+    header_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
 
 
 class MeteringConfig(_Section):
@@ -278,91 +286,6 @@ def _resolve_simulator(config: Config) -> None:
             up.base_url = simulator_url(config.simulator)
 
 
-def _check_semantics(config: Config, errors: list[str]) -> None:
-    model_ids: set[str] = set()
-    for i, model in enumerate(config.models):
-        if model.id in model_ids:
-            errors.append(f"models[{i}].id: duplicate model id {model.id!r}")
-        model_ids.add(model.id)
-        for price_field in msgspec.structs.fields(Price):
-            value = getattr(model.price, price_field.name)
-            if value is not None and value < 0:
-                errors.append(f"models[{i}].price.{price_field.name}: must not be negative")
-    names: set[str] = set()
-    for i, up in enumerate(config.upstreams):
-        where = f"upstreams[{i}]"
-        if up.name in names:
-            errors.append(f"{where}.name: duplicate upstream name {up.name!r}")
-        names.add(up.name)
-        parts = urlsplit(up.base_url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            errors.append(f"{where}.base_url: must be an http(s) URL, got {up.base_url!r}")
-        if parts.query or parts.fragment:
-            errors.append(f"{where}.base_url: must not have a query or fragment, got {up.base_url!r}")
-        if up.weight < 1:
-            errors.append(f"{where}.weight: must be at least 1")
-        for header, value in up.headers.items():
-            if not _HEADER_NAME.fullmatch(header) or any(c in value for c in "\r\n\0"):
-                errors.append(f"{where}.headers.{header}: not a valid HTTP header name and value")
-        for public in up.model_map():
-            if public not in model_ids:
-                errors.append(f"{where}.models: {public!r} is not in the models catalogue")
-    for name, group in config.groups.items():
-        if group.ratio < 0:
-            errors.append(f"groups.{name}.ratio: must not be negative")
-        for model_id in group.models or []:
-            if model_id not in model_ids:
-                errors.append(f"groups.{name}.models: {model_id!r} is not in the models catalogue")
-    if "default" not in config.groups:
-        errors.append("groups: a 'default' group is required")
-    for i, entry in enumerate(config.trusted_proxies):
-        try:
-            ipaddress.ip_network(entry, strict=False)
-        except ValueError:
-            errors.append(f"trusted_proxies[{i}]: not an IP or CIDR: {entry!r}")
-    if not (config.database.startswith("sqlite:///") or config.database.startswith(("postgresql://",
-                                                                                      "postgres://"))):
-        errors.append("database: must start with sqlite:/// or postgresql://")
-    if config.redis is not None and not config.redis.startswith(("redis://", "rediss://", "unix://")):
-        errors.append("redis: must be a redis:// URL or null")
-    metering = config.metering
-    if metering.heartbeat_s <= 0 or metering.stale_after_s < 2 * metering.heartbeat_s:
-        errors.append("metering.stale_after_s: must be at least twice metering.heartbeat_s (both positive)")
-    if metering.batch_max < 1 or metering.flush_interval_s < 0:
-        errors.append("metering.batch_max: must be at least 1 (and flush_interval_s not negative)")
-    if config.billing.rmb_per_usd <= 0:
-        errors.append("billing.rmb_per_usd: must be positive")
-
-
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-
-
-def protocol_errors(config: Config, known: Collection[str]) -> list[str]:
-    """One line per upstream whose ``protocol`` no registered adapter speaks. When ``known`` maps
-    protocols to their adapters, an upstream's ``style`` must be one its adapter declares
-    (``url_styles``), and the style may check the upstream's other keys (``check``)."""
-    listed = ", ".join(sorted(known)) or "none"
-    errors: list[str] = []
-    for i, up in enumerate(config.upstreams):
-        if up.protocol not in known:
-            errors.append(f"upstreams[{i}].protocol: unknown protocol {up.protocol!r} (known: {listed})")
-        elif isinstance(known, Mapping):
-            errors += _style_errors(f"upstreams[{i}]", up, known[up.protocol])
-    return errors
-
-
-def _style_errors(where: str, up: UpstreamConfig, adapter: object) -> list[str]:
-    styles: Mapping[str, Any] = getattr(adapter, "url_styles", {})
-    if up.style == "standard":
-        return [] if up.api_version is None else [
-            f"{where}.api_version: only used by a style that needs one (e.g. style: azure)"]
-    if up.style not in styles:
-        known = ", ".join(["standard", *sorted(styles)])
-        return [f"{where}.style: unknown style {up.style!r} for protocol {up.protocol!r} (known: {known})"]
-    check = getattr(styles[up.style], "check", None)
-    problems: list[str] = check(up) if check is not None else []
-    return [f"{where}.{problem}" for problem in problems]
-
 
 def check_protocols(config: Config, known: Collection[str]) -> None:
     """ConfigError unless every upstream's protocol is one of ``known`` (the adapters' protocols)."""
@@ -390,7 +313,7 @@ def parse_config(text: str, protocols: Collection[str] | None = None, *,
         raise ConfigError(errors)
     config = msgspec.convert(good, Config, strict=False)
     _resolve_simulator(config)
-    _check_semantics(config, errors)
+    errors += semantic_errors(config)
     if protocols is not None:
         errors += protocol_errors(config, protocols)
     if errors:
