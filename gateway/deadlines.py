@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.config import LimitsConfig
 from gateway.errors import GatewayError
+from gateway.observe import current_scope
 
 
 class RequestTimeout(GatewayError):
@@ -43,6 +44,7 @@ class BodyDeadlineMiddleware:
         started = time.monotonic()
         body_done = False
         timed_out = False
+        request_scope = current_scope()  # EdgeMiddleware's: it says Connection: close when asked
 
         async def timed_receive() -> Message:
             nonlocal body_done, timed_out
@@ -57,6 +59,8 @@ class BodyDeadlineMiddleware:
                     message = await receive()
             except TimeoutError:
                 timed_out = True
+                if request_scope is not None:
+                    request_scope.close_connection = True
                 idle = limit < remaining
                 raise RequestTimeout(
                     f"The request body was not received in time: no data for {self.idle_s:g} s."
@@ -66,6 +70,10 @@ class BodyDeadlineMiddleware:
             if message["type"] != "http.request" or not message.get("more_body", False):
                 body_done = True
             return message
+
+        if request_scope is not None:  # no wrapper of send needed
+            await self.app(scope, timed_receive, send)
+            return
 
         async def closing_send(message: Message) -> None:
             if message["type"] == "http.response.start" and timed_out:

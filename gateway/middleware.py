@@ -2,13 +2,16 @@
 
 Order, outermost first (``middleware_stack``)::
 
-    RequestIdMiddleware     every response gets X-Service-Request-Id, whatever produced it
-    AccessLogMiddleware     one JSON line per request, after it ended
-    ErrorGuardMiddleware    an exception no route handled -> the family's envelope, never a trace
+    EdgeMiddleware          one wrapper of ``send`` for everything a response gets on its way out
+                            (X-Service-Request-Id, the x-ratelimit-* headers), the request's
+                            ``RequestScope``, the /metrics counters, the access log line, and the
+                            guard that answers an exception no route handled in the family's envelope
     BodyLimitMiddleware     413 request_too_large, from Content-Length or by counting the stream
     BodyDeadlineMiddleware  408 request_timeout, a body that stalls (``gateway.deadlines``)
 
-Each class is stateless per request: everything it needs is given at construction.
+Each class is stateless per request: everything it needs is given at construction. The edge
+concerns are one layer, not five: every layer that wraps ``send`` costs a closure, a call and a
+header-list copy per message of every request.
 """
 
 from __future__ import annotations
@@ -32,35 +35,14 @@ from gateway.errors import GatewayError, RequestTooLarge
 from gateway.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.keys import Network, client_ip_from, parse_networks
-from gateway.observe import ObserveMiddleware, call_fields
-from gateway.ratelimit_headers import RateLimitHeaders
+from gateway.observe import STATE_KEY, HttpStats, call_fields, close_scope, http_stats, open_scope
+from gateway.ratelimit_headers import rate_headers
 
 access_log = logging.getLogger("gateway.access")
 
 _REQUEST_ID_HEADER = REQUEST_ID_HEADER.lower().encode("latin-1")
-
-
-class RequestIdMiddleware:
-    """Makes ``req_<32 hex>``, stores it in ``scope["state"]["request_id"]`` and adds the header
-    to the response start, so that errors from any layer below carry it too."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        rid = new_request_id()
-        scope.setdefault("state", {})["request_id"] = rid
-        header = (_REQUEST_ID_HEADER, rid.encode("ascii"))
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", ()), header]
-            await send(message)
-
-        await self.app(scope, receive, send_with_id)
+_CONNECTION_CLOSE = (b"connection", b"close")
+PATH_CACHE_MAX = 1024  # paths whose family answers are remembered; later ones are computed each time
 
 
 def redact_query(query: str) -> str:
@@ -83,29 +65,78 @@ def loggable_path(scope: Scope) -> str:
     return f"{scope['path']}?{redact_query(query)}" if query else scope["path"]
 
 
-class AccessLogMiddleware:
-    """One structured line per request: method, path (credentials redacted), status, duration,
-    request id and client IP. Written after the response ended, so it never delays it."""
+class EdgeMiddleware:
+    """Everything at the edge of a request, in one layer:
 
-    def __init__(self, app: ASGIApp, trusted_proxies: Sequence[Network] = ()) -> None:
+    * the request id: ``req_<32 hex>`` in ``scope["state"]["request_id"]`` and as
+      X-Service-Request-Id on whatever response answers the request (errors of any layer included);
+    * the request's ``RequestScope`` (``gateway.observe``; also ``scope["state"]["observe"]``),
+      where ``admit_call`` leaves its rate-limit verdict, whose x-ratelimit-* headers (and
+      Retry-After) the response then gets, where the metered call leaves its record, and where
+      a body deadline asks for ``Connection: close`` (``gateway.deadlines``);
+    * the /metrics counters (``HttpStats``): every request by method, route template
+      (``unmatched`` for a path no route knows) and status, refusals included, and those in flight;
+    * the access log (when on): one JSON line after the response ended, so it never delays it:
+      method, path (credentials redacted), status, duration, request id, client IP and the fields
+      of the metered call;
+    * the last line of defence: an exception that escaped every route and exception handler is
+      answered in the envelope of the family that owns the path (through
+      ``gateway_handle_exception`` for anything that is not a GatewayError). Once a response has
+      started nothing can be sent instead, so the exception goes on to the server, which closes
+      the connection.
+    """
+
+    def __init__(self, app: ASGIApp, families: FamilyRegistry, access_log_on: bool = False,
+                 trusted_proxies: Sequence[Network] = ()) -> None:
         self.app = app
+        self.families = families
+        self.access_log_on = access_log_on
         self.trusted = tuple(trusted_proxies)
+        self._stats: HttpStats | None = None  # the app's, found on the first request
+
+    def _http_stats(self, scope: Scope) -> HttpStats:
+        if self._stats is None:
+            gateway = getattr(getattr(scope.get("app"), "state", None), "gateway", None)
+            if gateway is None:  # a bare app (unit test): counted nowhere
+                return HttpStats()
+            self._stats = http_stats(gateway)
+        return self._stats
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not access_log.isEnabledFor(logging.INFO):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        rid = new_request_id()
+        state = scope.setdefault("state", {})
+        state["request_id"] = rid
+        request_scope, token = open_scope(rid)
+        state[STATE_KEY] = request_scope
+        id_header = (_REQUEST_ID_HEADER, rid.encode("ascii"))
+        stats = self._http_stats(scope)
         status = 0
 
-        async def send_status(message: Message) -> None:
+        async def edge_send(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                headers = list(message.get("headers", ()))
+                headers.append(id_header)
+                if request_scope.verdict is not None:
+                    headers += rate_headers(request_scope.verdict)
+                if request_scope.close_connection:
+                    headers.append(_CONNECTION_CLOSE)
+                message["headers"] = headers
             await send(message)
 
+        stats.in_flight += 1
         try:
-            await self.app(scope, receive, send_status)
+            try:
+                await self.app(scope, receive, edge_send)
+            except Exception as exc:
+                if status:
+                    raise
+                await self._guard(exc, scope, receive, edge_send)
         except asyncio.CancelledError:
             status = status or 499  # the client went away before an answer (nginx's convention)
             raise
@@ -113,15 +144,30 @@ class AccessLogMiddleware:
             status = status or 500
             raise
         finally:
-            access_log.info(orjson.dumps({
-                "method": scope["method"],
-                "path": loggable_path(scope),
-                "status": status or 499,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                "request_id": scope.get("state", {}).get("request_id"),
-                "client_ip": self._client_ip(scope),
-                **call_fields(scope),  # model, key, user, upstream, tokens, cost, outcome of its call
-            }).decode())
+            stats.in_flight -= 1
+            route = getattr(scope.get("route"), "path", None)
+            stats.observe(scope["method"], route if isinstance(route, str) else "unmatched", status or 499)
+            close_scope(token)
+            if self.access_log_on and access_log.isEnabledFor(logging.INFO):
+                access_log.info(orjson.dumps({
+                    "method": scope["method"],
+                    "path": loggable_path(scope),
+                    "status": status or 499,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                    "request_id": rid,
+                    "client_ip": self._client_ip(scope),
+                    **call_fields(scope),  # model, key, user, upstream, tokens, cost, outcome of its call
+                }).decode())
+
+    async def _guard(self, exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
+        response: Response
+        if isinstance(exc, GatewayError):
+            response = _envelope(self.families, scope["path"], exc)
+        else:
+            owner = self.families.for_path(scope["path"])
+            family = owner.name if owner is not None else DEFAULT_FAMILY
+            response = handle_unexpected(Request(scope, receive), exc, family)
+        await response(scope, receive, send)
 
     def _client_ip(self, scope: Scope) -> str:
         client = scope.get("client")
@@ -138,43 +184,6 @@ def _envelope(families: FamilyRegistry, path: str, err: GatewayError) -> Respons
     return Response(families.render_for_path(path, err), status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
 
-class ErrorGuardMiddleware:
-    """The last line of defence: an exception that escaped every route and exception handler is
-    answered in the envelope of the family that owns the path (through ``gateway_handle_exception``
-    for anything that is not a GatewayError). Once a response has started nothing can be sent
-    instead, so the exception goes on to the server, which closes the connection."""
-
-    def __init__(self, app: ASGIApp, families: FamilyRegistry) -> None:
-        self.app = app
-        self.families = families
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        response_started = False
-
-        async def guarded_send(message: Message) -> None:
-            nonlocal response_started
-            if message["type"] == "http.response.start":
-                response_started = True
-            await send(message)
-
-        try:
-            await self.app(scope, receive, guarded_send)
-        except Exception as exc:
-            if response_started:
-                raise
-            response: Response
-            if isinstance(exc, GatewayError):
-                response = _envelope(self.families, scope["path"], exc)
-            else:
-                owner = self.families.for_path(scope["path"])
-                family = owner.name if owner is not None else DEFAULT_FAMILY
-                response = handle_unexpected(Request(scope, receive), exc, family)
-            await response(scope, receive, send)
-
-
 class BodyLimitMiddleware:
     """413 ``request_too_large``: at once when Content-Length is over the path's limit (the owning
     family's ``body_limit``, else ``limits.json_body_bytes``), otherwise by counting the body as it
@@ -185,12 +194,21 @@ class BodyLimitMiddleware:
         self.app = app
         self.limits = config.limits
         self.families = families
+        self._limits: dict[str, int] = {}  # path -> its limit (asking every family is a loop)
+
+    def _limit(self, path: str) -> int:
+        limit = self._limits.get(path)
+        if limit is None:
+            limit = self.families.body_limit(path, self.limits)
+            if len(self._limits) < PATH_CACHE_MAX:
+                self._limits[path] = limit
+        return limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.families.body_limit(scope["path"], self.limits)
+        limit = self._limit(scope["path"])
         declared = _content_length(scope)
         if declared is not None and declared > limit:
             response = _envelope(self.families, scope["path"], _too_large(limit))
@@ -250,10 +268,7 @@ def _content_length(scope: Scope) -> int | None:
 
 def middleware_stack(config: Config, families: FamilyRegistry) -> list[Middleware]:
     """The middleware of ``create_app``, outermost first."""
-    stack = [Middleware(RequestIdMiddleware), Middleware(ObserveMiddleware), Middleware(RateLimitHeaders)]
-    if config.logging.access_log:
-        stack.append(Middleware(AccessLogMiddleware, trusted_proxies=parse_networks(config.trusted_proxies)))
-    stack += [Middleware(ErrorGuardMiddleware, families=families),
-              Middleware(BodyLimitMiddleware, config=config, families=families),
-              Middleware(BodyDeadlineMiddleware, limits=config.limits)]
-    return stack
+    return [Middleware(EdgeMiddleware, families=families, access_log_on=config.logging.access_log,
+                       trusted_proxies=parse_networks(config.trusted_proxies)),
+            Middleware(BodyLimitMiddleware, config=config, families=families),
+            Middleware(BodyDeadlineMiddleware, limits=config.limits)]

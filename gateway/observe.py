@@ -1,25 +1,26 @@
 """What operators see of each request: the per-request scope that ties log lines to a request,
 and the HTTP-level counters of ``/metrics`` (every request, refusals included).
 
-``ObserveMiddleware`` (``gateway.middleware``) opens a ``RequestScope`` for each HTTP request in a
+``EdgeMiddleware`` (``gateway.middleware``) opens a ``RequestScope`` for each HTTP request in a
 context variable, so that code deep in the relay needs no extra parameter to reach it:
 ``CallContext.finish`` notes the call's record there (``note_call``: the access log line then
 carries model, key, user, upstream, attempts, tokens, cost and outcome without decoding anything
 again), and every upstream failure's warning names the request (``current_request_id``). Tasks
-spawned during a request inherit the scope; background work (task polls) has none.
+spawned during a request inherit the scope; background work (task polls) has none. The rate-limit
+check leaves its verdict there too (``gateway.ratelimit_headers.remember``), for the headers.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 if TYPE_CHECKING:
     from gateway.context import Gateway
+    from gateway.ratelimit import Verdict
     from gateway.records import RequestLog
 
 MAX_ROUTES = 200  # distinct route labels kept; later ones are counted as "other"
@@ -28,12 +29,16 @@ STATE_KEY = "observe"  # scope["state"][STATE_KEY]: the request's RequestScope (
 
 
 class RequestScope:
-    __slots__ = ("group", "record", "request_id")
+    __slots__ = ("close_connection", "group", "record", "request_id", "verdict")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
         self.record: RequestLog | None = None  # the metered call of this request, once finished
         self.group: str | None = None  # its user's group
+        self.verdict: Verdict | None = None  # its rate-limit check (``gateway.ratelimit_headers``)
+        # The rest of the request body will not be read (too large, too slow): the answer says
+        # Connection: close (``EdgeMiddleware``).
+        self.close_connection = False
 
 
 _SCOPE: ContextVar[RequestScope | None] = ContextVar("gateway_request_scope", default=None)
@@ -54,6 +59,10 @@ def note_call(record: RequestLog, group: str) -> None:
     if scope is not None:
         scope.record = record
         scope.group = group
+
+
+def current_scope() -> RequestScope | None:
+    return _SCOPE.get()
 
 
 def current_request_id() -> str | None:
@@ -95,47 +104,6 @@ def http_stats(gateway: Gateway) -> HttpStats:
         stats = HttpStats()
         gateway.extensions[EXTENSION] = stats
     return stats
-
-
-class ObserveMiddleware:
-    """Opens the request's ``RequestScope`` (also at ``scope["state"]["observe"]``) and counts
-    the request in the app's ``HttpStats`` by method, route template (``unmatched`` for a path no
-    route knows) and status: every request, refusals (401, 404, 413, 429) included."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        state = scope.setdefault("state", {})
-        request_scope, token = open_scope(str(state.get("request_id") or ""))
-        state[STATE_KEY] = request_scope
-        gateway = getattr(getattr(scope.get("app"), "state", None), "gateway", None)
-        stats = http_stats(gateway) if gateway is not None else HttpStats()
-        status = 0
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        stats.in_flight += 1
-        try:
-            await self.app(scope, receive, send_status)
-        except asyncio.CancelledError:
-            status = status or 499
-            raise
-        except BaseException:
-            status = status or 500
-            raise
-        finally:
-            stats.in_flight -= 1
-            route = getattr(scope.get("route"), "path", None)
-            stats.observe(scope["method"], route if isinstance(route, str) else "unmatched", status or 499)
-            close_scope(token)
 
 
 def call_fields(scope: Scope) -> dict[str, object]:

@@ -4,9 +4,9 @@ as settled) per minute, from the key itself or else from its user's group (``gro
 ``admit_call`` is the one check, made where every metered call passes before any upstream is
 asked or any money held (``CallContext.reserve``, the task engine's ``submit``, and the free
 ``count_tokens`` routes). Over a limit it raises ``RateLimited`` (429 ``rate_limit_exceeded`` in the
-caller's family envelope); ``RateLimitHeaders`` (ASGI middleware in ``gateway.ratelimit_headers``)
-then adds ``Retry-After`` (whole seconds), and to a served call of a limited key the OpenAI-style
-``x-ratelimit-*`` headers.
+caller's family envelope); ``EdgeMiddleware`` (``gateway.middleware``, with
+``gateway.ratelimit_headers``) then adds ``Retry-After`` (whole seconds), and to a served call of a
+limited key the OpenAI-style ``x-ratelimit-*`` headers.
 
 The window is the last 60 seconds, counted in one-second buckets (a sliding window whose edge
 moves a second at a time; memory is at most 60 numbers per key and limit). Tokens are added when

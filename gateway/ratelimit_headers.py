@@ -1,18 +1,17 @@
 """The HTTP side of rate limits: ``Retry-After`` on a refusal and the OpenAI-style
 ``x-ratelimit-*`` headers on every answer to a limited key (``gateway.ratelimit`` decides).
 
-``RateLimitHeaders`` gives each request a slot in a context variable; ``admit_call`` leaves its
-verdict there (``remember``), and the middleware adds the verdict's headers to whatever response
-answers the request, success or error.
+``admit_call`` leaves its verdict in the request's ``RequestScope`` (``remember``; the scope is a
+context variable opened by ``EdgeMiddleware``), which adds the verdict's headers to whatever
+response answers the request, success or error.
 """
 
 from __future__ import annotations
 
 import math
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from gateway.observe import current_scope
 
 if TYPE_CHECKING:
     from gateway.ratelimit import Verdict
@@ -23,23 +22,11 @@ def retry_after(verdict: Verdict) -> int:
     return max(1, math.ceil(verdict.retry_after_s))
 
 
-class _Slot:
-    """Where the check of the current request leaves its verdict for the headers."""
-
-    __slots__ = ("verdict",)
-
-    def __init__(self) -> None:
-        self.verdict: Verdict | None = None
-
-
-_current: ContextVar[_Slot | None] = ContextVar("gateway_ratelimit_slot", default=None)
-
-
 def remember(verdict: Verdict) -> None:
     """Leave ``verdict`` for the headers of the response to the current request."""
-    slot = _current.get()
-    if slot is not None:
-        slot.verdict = verdict
+    scope = current_scope()
+    if scope is not None:
+        scope.verdict = verdict
 
 
 def _duration(seconds: float) -> str:
@@ -59,28 +46,3 @@ def rate_headers(verdict: Verdict) -> list[tuple[bytes, bytes]]:
     if not verdict.allowed:
         headers.append(("retry-after", str(retry_after(verdict))))
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
-
-
-class RateLimitHeaders:
-    """Pure ASGI middleware: gives each request a slot and adds the headers of its verdict (if a
-    limited key's call was checked) to whatever response answers it, success or error."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        slot = _Slot()
-        token = _current.set(slot)
-
-        async def send_with_limits(message: Message) -> None:
-            if message["type"] == "http.response.start" and slot.verdict is not None:
-                message["headers"] = [*message.get("headers", ()), *rate_headers(slot.verdict)]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_limits)
-        finally:
-            _current.reset(token)

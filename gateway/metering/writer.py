@@ -124,8 +124,10 @@ class BatchWriter:
                     return
                 continue
             if not self._hurry.is_set() and not self._stopping:
+                # asyncio.timeout, not wait_for: no task made for each wait (one per flush)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._hurry.wait(), self._interval)
+                    async with asyncio.timeout(self._interval):
+                        await self._hurry.wait()
             await self._commit_next()
 
     async def _drain_all(self) -> None:
