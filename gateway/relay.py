@@ -25,7 +25,7 @@ from starlette.responses import Response
 from gateway.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError
-from gateway.http import error_response, get_gateway, read_json_body, request_id
+from gateway.http import body_response, error_response, get_gateway, read_json_body, request_id
 from gateway.offload import off_loop
 from gateway.records import Principal
 from gateway.relay_call import CallContext, ClientCall
@@ -38,7 +38,7 @@ from gateway.tokens import (
 )
 from gateway.translation import EmbeddingFrontend, Frontend
 from gateway.upstream.attempt import attempt, build_call, build_embedding_call, read_body
-from gateway.upstream.pool import Target
+from gateway.upstream.pool import Target, UpstreamPool
 
 
 async def _authenticate(request: Request, family: str) -> Principal:
@@ -88,13 +88,17 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         call = ClientCall(frontend, body, view, request, path_model=path_model, stream_hint=stream_hint)
         # Decoded up front only when some candidate needs translation: it sizes the reservation
         # better than the body's estimate, and a bad request is refused before any upstream sees it.
-        translating = any(t.protocol != family for t in targets)
-        input_estimate = (await off_loop(request, len(body), lambda: request_token_bound(call.canonical()))
-                          if translating else view.input_tokens_estimate)
+        # The first such candidate's upstream request is built in the same go, off the event loop
+        # for a large body: encoding 100,000 messages is as slow as decoding them.
+        translating = [t for t in targets if t.protocol != family]
+        input_estimate = view.input_tokens_estimate
+        if translating:
+            pool = ctx.gateway.upstreams
+            input_estimate = await off_loop(request, len(body), lambda: _prepare(call, pool, translating[0]))
         await ctx.reserve(ctx.worst_case(input_estimate, view.max_tokens, view.candidates))
         if view.stream:
             return await open_stream(ctx, call, targets)
-        return await _generate_once(ctx, call, targets)
+        return await _generate_once(request, ctx, call, targets)
     except GatewayError as err:
         return _fail(request, family, ctx, err)
     except Exception:
@@ -102,11 +106,27 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         raise
 
 
-async def _generate_once(ctx: CallContext, call: ClientCall, targets: list[Target]) -> Response:
+def _prepare(call: ClientCall, pool: UpstreamPool, target: Target) -> int:
+    """The canonical request's token bound, and ``target``'s upstream request built (cached)."""
+    bound = request_token_bound(call.canonical())
+    build_call(call, pool, target)
+    return bound
+
+
+async def _generate_once(request: Request, ctx: CallContext, call: ClientCall,
+                         targets: list[Target]) -> Response:
     pool = ctx.gateway.upstreams
     target, data = await attempt(ctx, targets, lambda t: build_call(call, pool, t), read_body)
+    # A large answer is decoded and re-encoded off the event loop, like a large request.
+    out, usage = await off_loop(request, len(data), lambda: _answer(call, pool, target, data, ctx.model.id))
+    ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
+    return body_response(out)
+
+
+def _answer(call: ClientCall, pool: UpstreamPool, target: Target, data: bytes,
+            public: str) -> tuple[bytes, Usage]:
+    """The client's answer to the upstream's ``data``, and the usage to charge."""
     frontend = call.frontend
-    public = ctx.model.id
     if target.protocol == frontend.family:
         usage = frontend.fast_usage(data)
         out = frontend.fast_response(data, call, public)
@@ -114,16 +134,14 @@ async def _generate_once(ctx: CallContext, call: ClientCall, targets: list[Targe
             canonical = call.canonical()
             decoded = pool.adapter(target.protocol).decode_response(data, canonical)
             usage = estimate_usage(canonical, decoded)
-    else:
-        canonical = call.canonical()
-        decoded = pool.adapter(target.protocol).decode_response(data, canonical)
-        decoded.model = public
-        usage = decoded.usage
-        if usage.input_tokens == 0 and usage.output_tokens == 0:
-            usage = decoded.usage = estimate_usage(canonical, decoded)
-        out = frontend.encode_response(decoded, canonical)
-    ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
-    return Response(out, media_type="application/json")
+        return out, usage
+    canonical = call.canonical()
+    decoded = pool.adapter(target.protocol).decode_response(data, canonical)
+    decoded.model = public
+    usage = decoded.usage
+    if usage.input_tokens == 0 and usage.output_tokens == 0:
+        usage = decoded.usage = estimate_usage(canonical, decoded)
+    return frontend.encode_response(decoded, canonical), usage
 
 
 def estimate_usage(request: ChatRequest, response: ChatResponse) -> Usage:
@@ -138,7 +156,8 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
     try:
         principal = await _authenticate(request, family)
         body = await read_json_body(request)
-        embed = frontend.decode_embedding_request(body, path_model)
+        embed = await off_loop(request, len(body),
+                               lambda: frontend.decode_embedding_request(body, path_model))
         ctx = _admit(request, principal, family, embed.model, False)
         targets = _targets(ctx.gateway, embed.model, "embed")
         input_estimate = sum(text_token_bound(text) for text in embed.inputs)
@@ -150,7 +169,7 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
                                      f"format, and none serves `{embed.model}`; send text instead.",
                                      param="input")
         await ctx.reserve(ctx.worst_case(input_estimate, 0))
-        return await _embed_once(ctx, frontend, embed, body, targets, input_estimate)
+        return await _embed_once(request, ctx, frontend, embed, body, targets, input_estimate)
     except GatewayError as err:
         return _fail(request, family, ctx, err)
     except Exception:
@@ -158,22 +177,27 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
         raise
 
 
-async def _embed_once(ctx: CallContext, frontend: EmbeddingFrontend, embed: EmbeddingRequest, body: bytes,
-                      targets: list[Target], input_estimate: int) -> Response:
-    gw = ctx.gateway
-    pool = gw.upstreams
+async def _embed_once(request: Request, ctx: CallContext, frontend: EmbeddingFrontend,
+                      embed: EmbeddingRequest, body: bytes, targets: list[Target],
+                      input_estimate: int) -> Response:
+    pool = ctx.gateway.upstreams
     target, data = await attempt(ctx, targets, lambda t: build_embedding_call(frontend, embed, body, pool, t),
                                  read_body)
-    if target.protocol == frontend.family:
-        out, usage = frontend.fast_embedding_response(data, embed, ctx.model.id)
-    else:
-        decoded = gw.upstreams.adapter(target.protocol).decode_embedding_response(data, embed)
-        decoded.model = ctx.model.id
-        usage = decoded.usage
-        out = frontend.encode_embedding_response(decoded, embed)
+    # 2,048 vectors of 3,072 floats are tens of megabytes of JSON: decoded off the event loop.
+    out, usage = await off_loop(request, len(data),
+                                lambda: _embedding_answer(frontend, embed, pool, target, data, ctx.model.id))
     if usage is None or usage.input_tokens == 0:
         usage = Usage(input_tokens=input_estimate, estimated=True)
     # Embeddings are billed by prompt tokens only (spec section 8).
     usage = Usage(input_tokens=usage.input_tokens, estimated=usage.estimated)
     ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
-    return Response(out, media_type="application/json")
+    return body_response(out)
+
+
+def _embedding_answer(frontend: EmbeddingFrontend, embed: EmbeddingRequest, pool: UpstreamPool,
+                      target: Target, data: bytes, public: str) -> tuple[bytes, Usage | None]:
+    if target.protocol == frontend.family:
+        return frontend.fast_embedding_response(data, embed, public)
+    decoded = pool.adapter(target.protocol).decode_embedding_response(data, embed)
+    decoded.model = public
+    return frontend.encode_embedding_response(decoded, embed), decoded.usage

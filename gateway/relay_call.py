@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from starlette.requests import HTTPConnection
 
     from gateway.canonical import ChatRequest
-    from gateway.translation import FastPathStream, Frontend, RequestView
+    from gateway.translation import FastPathStream, Frontend, RequestView, UpstreamCall
 
 _CHARGED: frozenset[str] = frozenset({"success", "usage_estimated", "client_disconnect", "upstream_cut"})
 
@@ -45,7 +45,7 @@ class ClientCall:
     """One client generation request, as every attempt and the frontend see it."""
 
     __slots__ = ("_canonical", "_client", "body", "fast_stream", "forwarded", "frontend", "path_model",
-                 "stream_hint", "upstream_model", "view")
+                 "stream_hint", "translated", "upstream_model", "view")
 
     def __init__(self, frontend: Frontend, body: bytes, view: RequestView, client: HTTPConnection, *,
                  path_model: str | None = None, stream_hint: bool = False) -> None:
@@ -62,6 +62,9 @@ class ClientCall:
         self.forwarded = False
         self.upstream_model: str | None = None
         self.fast_stream: FastPathStream | None = None  # the fast-path stream watcher, once one relays
+        # The upstream requests built from the canonical one, by (protocol, upstream model): built
+        # once, off the event loop for a large body (``relay.serve_generate``), reused by retries.
+        self.translated: dict[tuple[str, str], UpstreamCall] = {}
 
     def canonical(self) -> ChatRequest:
         """The canonical request, decoded on first use only."""

@@ -200,7 +200,12 @@ def build_call(call: ClientCall, pool: UpstreamPool, target: Target) -> Upstream
         call.forwarded = True
         call.upstream_model = target.upstream_model
         return call.frontend.fast_request(call)
-    return pool.adapter(target.protocol).build_request(call.canonical(), target.upstream_model)
+    key = (target.protocol, target.upstream_model)
+    built = call.translated.get(key)
+    if built is None:
+        built = pool.adapter(target.protocol).build_request(call.canonical(), target.upstream_model)
+        call.translated[key] = built
+    return built
 
 
 def build_embedding_call(frontend: EmbeddingFrontend, request: EmbeddingRequest, body: bytes,

@@ -191,6 +191,7 @@ async def test_body_idle_deadline_is_408(gateway_server: StartGateway, make_conf
     assert orjson.loads(body)["error"]["type"]  # the messages envelope
     assert orjson.loads(body)["type"] == "error"
     assert headers[REQUEST_ID.lower()].startswith("req_")
+    assert headers.get("connection", "").lower() == "close"  # the rest of the body is never read
 
 
 async def test_body_total_deadline_is_408(gateway_server: StartGateway, make_config: MakeConfig) -> None:

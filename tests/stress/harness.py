@@ -117,7 +117,9 @@ async def gateway(*, limits: dict[str, Any] | None = None, token_ms: float = 0,
                     user = orjson.loads(await r.read())
                 async with admin.post(base + "/admin/keys", json={"user_id": user["id"], "name": "s"}) as r:
                     key = orjson.loads(await r.read())["key"]
-            yield Served(base, gw.pid, key, user["id"], log_path)
+                async with admin.get(base + "/_stress/stats") as r:
+                    serving_pid = orjson.loads(await r.read())["pid"]  # granian's worker, not gw
+            yield Served(base, serving_pid, key, user["id"], log_path)
         finally:
             for proc in (gw, sim):
                 proc.terminate()

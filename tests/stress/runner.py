@@ -1,15 +1,15 @@
 """The gateway under stress, as its own process: ``python -m tests.stress.runner CONFIG PORT``.
 
-The app of ``create_app`` served by hypercorn (as the test fixtures serve it), plus one route that
-only this runner adds, ``GET /_stress/stats``: the process's RSS, open files, threads and asyncio
-tasks, read from inside so that a soak can watch them. Nothing of it is in the product.
+The app of ``create_app`` served on the default server, as ``gateway serve`` serves it (granian runs
+it in a worker process), plus one route that only this runner adds, ``GET /_stress/stats``: the
+serving process's pid, RSS, open files, threads and asyncio tasks, read from inside so that a
+soak can watch them. Nothing of it is in the product.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 from typing import Any
 
@@ -28,7 +28,7 @@ def stats() -> dict[str, int]:
         for line in status:
             if line.startswith("VmRSS:"):
                 rss_kb = int(line.split()[1])
-    return {"rss_bytes": rss_kb * 1024, "open_files": len(os.listdir("/proc/self/fd")),
+    return {"pid": os.getpid(), "rss_bytes": rss_kb * 1024, "open_files": len(os.listdir("/proc/self/fd")),
             "threads": len(os.listdir("/proc/self/task")), "asyncio_tasks": len(asyncio.all_tasks())}
 
 
@@ -42,26 +42,26 @@ class StressProbe:
         return [Route("/_stress/stats", stats_endpoint, methods=["GET"])]
 
 
-async def main(config_path: str, port: int) -> None:
-    from hypercorn.asyncio import serve
-    from hypercorn.config import Config as HypercornConfig
+CONFIG_ENV = "GATEWAY_STRESS_CONFIG"
 
+
+def app_factory() -> Any:
+    """The app, in the server's worker process (granian runs it there)."""
     from gateway.app import create_app
     from gateway.serve import configure_logging
 
-    config = load_config(config_path)
+    config = load_config(os.environ[CONFIG_ENV])
     configure_logging(config)
-    hyper = HypercornConfig()
-    hyper.bind = [f"127.0.0.1:{port}"]
-    hyper.accesslog = None
-    hyper.graceful_timeout = 5.0
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    app = create_app(config, extra_plugins=(StressProbe(),), load_entrypoints=False)
-    await serve(app, hyper, shutdown_trigger=stop.wait)  # type: ignore[arg-type]
+    return create_app(config, extra_plugins=(StressProbe(),), load_entrypoints=False)
+
+
+def main(config_path: str, port: int) -> int:
+    """Served as ``gateway serve`` serves: on the default server (``gateway.servers``)."""
+    from gateway.servers import DEFAULT_SERVER, Listen, run
+
+    os.environ[CONFIG_ENV] = os.path.abspath(config_path)
+    return run(DEFAULT_SERVER, "tests.stress.runner:app_factory", Listen("127.0.0.1", port, graceful_s=5.0))
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))

@@ -121,12 +121,33 @@ def replace_model(data: bytes, model: str, count: int = 0) -> bytes:
     return _MODEL_VALUE.sub(lambda _: replacement, data, count=count)
 
 
+_USAGE_TAIL = 4096  # where ``usage`` is looked for first: OpenAI writes it last
+
+
 def read_usage(body: bytes) -> Usage | None:
+    view = _usage_at_the_end(body)
+    if view is None:
+        try:
+            view = usage_only_decoder.decode(body)
+        except msgspec.MsgspecError:
+            return None
+    return usage_from_wire(view.usage) if view.usage is not None else None
+
+
+def _usage_at_the_end(body: bytes) -> Any:
+    """The answer's ``usage`` read from its tail when it is the top-level object's last member, as
+    OpenAI writes it: a large answer (2,048 embedding vectors are tens of megabytes) is then not
+    scanned whole. ``"usage"`` with both quotes bare is never inside a JSON string, and a nested
+    one leaves an unbalanced ``}``: anything else is None, and the whole body is decoded."""
+    if len(body) <= _USAGE_TAIL:
+        return None
+    at = body.rfind(b'"usage"', len(body) - _USAGE_TAIL)
+    if at < 0:
+        return None
     try:
-        view = usage_only_decoder.decode(body)
+        return usage_only_decoder.decode(b"{" + body[at:])
     except msgspec.MsgspecError:
         return None
-    return usage_from_wire(view.usage) if view.usage is not None else None
 
 
 def rough_request(body: bytes, model: str) -> ChatRequest:

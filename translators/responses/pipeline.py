@@ -26,6 +26,7 @@ from gateway.canonical import ChatRequest, Usage
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.http import error_response, get_gateway, read_json_body, request_id
+from gateway.offload import off_loop
 from gateway.relay_call import CallContext
 from gateway.relay_stream import StreamRelay
 from gateway.tokens import estimate_body_tokens, estimate_parts_tokens, estimate_request_tokens
@@ -76,7 +77,10 @@ async def create_response(request: Request) -> Response:
     ctx: CallContext | None = None
     try:
         principal = await gw.auth.authenticate(request, FAMILY)
-        client = decode_request(await read_json_body(request))
+        body = await read_json_body(request)
+        # A large body is decoded, and below translated and counted, in the body-work thread
+        # (gateway.offload): on the event loop it would stall every other request.
+        client = await off_loop(request, len(body), lambda: decode_request(body))
         r = client.request
         history = (
             await conversation(gw.storage, principal.user.id, r.previous_response_id)
@@ -94,7 +98,8 @@ async def create_response(request: Request) -> Response:
             is_stream=r.stream,
             started=time.perf_counter(),
         )
-        call = ResponsesCall(client, history, _targets(gw, client))
+        targets = _targets(gw, client)
+        call = await off_loop(request, len(body), lambda: ResponsesCall(client, history, targets))
         await ctx.reserve(ctx.worst_case(call.input_estimate, r.max_output_tokens))
         meta = ResponseMeta(id=new_id("resp"), model=model.id, request=r)
         if r.stream:
