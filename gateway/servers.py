@@ -4,9 +4,13 @@ Each runner takes an application factory given as an import string (``module:fun
 once per worker process, or once in this process with one worker) and serves it until SIGINT or
 SIGTERM, letting in-flight requests finish within ``graceful_s``. The same runners serve the
 benchmark's reference floor (``bench/floor.py``), so that both are measured on the same server.
+Each is configured by ``gateway.server_config``: the request-head deadline, and what is possible
+for the requests its HTTP parser refuses.
 
-- ``granian`` (the default: the fastest that passes the whole suite): a Rust HTTP server (HTTP/1.1
-  and HTTP/2). Its parent process supervises the worker processes, even with one worker.
+- ``granian`` (the default: the fastest that passes the whole suite): a Rust HTTP server, served
+  HTTP/1.1-only (``gateway.server_config.GRANIAN_HTTP``: its HTTP/1+h2c mode never times out a
+  connection that sends nothing). Its parent process supervises the worker processes, even with
+  one worker.
 - ``uvicorn``: uvloop and the httptools parser; one worker runs in this process. The gateway costs
   somewhat less CPU per request on it (``make bench-servers``), but it fails four tests of the suite:
   an early answer to an oversized upload (413 before the body is read) is lost to a connection
@@ -41,6 +45,8 @@ class Listen:
     port: int
     workers: int = 1
     graceful_s: float = 10.0
+    # A connection that has not sent a complete request head by then is closed (limits.header_timeout_s).
+    header_timeout_s: float = 5.0
 
 
 def netloc(host: str, port: int) -> str:
@@ -111,9 +117,12 @@ def _granian(factory: str, listen: Listen) -> int:
     from granian import Granian
     from granian.constants import Interfaces, Loops
 
+    from gateway.server_config import GRANIAN_HTTP, granian_http1
+
     loop = Loops.uvloop if event_loop_factory() is not None else Loops.asyncio
     Granian(factory, address=listen.host, port=listen.port, interface=Interfaces.ASGI, factory=True,
             workers=max(listen.workers, 1), loop=loop, websockets=False,
+            http=GRANIAN_HTTP, http1_settings=granian_http1(listen.header_timeout_s),
             log_access=False, workers_kill_timeout=int(listen.graceful_s) or 1,
             respawn_failed_workers=True).serve()
     return 0
@@ -122,9 +131,12 @@ def _granian(factory: str, listen: Listen) -> int:
 def _uvicorn(factory: str, listen: Listen) -> int:
     import uvicorn
 
+    from gateway.server_config import uvicorn_options
+
     loop = "uvloop" if event_loop_factory() is not None else "asyncio"
     common: dict[str, Any] = {
-        "host": listen.host, "port": listen.port, "loop": loop, "http": "httptools", "ws": "none",
+        "host": listen.host, "port": listen.port, "loop": loop, "ws": "none",
+        **uvicorn_options(listen.header_timeout_s),
         "lifespan": "on", "access_log": False, "log_config": None, "server_header": False,
         # The gateway reads X-Forwarded-For itself, from its configured trusted_proxies only; uvicorn's
         # own middleware would rewrite the client address first (trusting loopback) on every request.
@@ -143,9 +155,9 @@ def _uvicorn(factory: str, listen: Listen) -> int:
 
 
 def _hypercorn(factory: str, listen: Listen) -> int:
-    from hypercorn.config import Config as HypercornConfig
+    from gateway.server_config import hypercorn_config
 
-    hyper = HypercornConfig()
+    hyper = hypercorn_config(listen.header_timeout_s)
     hyper.bind = [netloc(listen.host, listen.port)]
     hyper.workers = max(listen.workers, 1)
     hyper.graceful_timeout = listen.graceful_s

@@ -1,44 +1,96 @@
 """Property 2: every deadline, each a test. The request-body deadlines (idle and total, 408) are in
 ``test_defects.py`` and the upstream first-byte deadline in ``tests/relay/test_routing.py``
 (``test_first_byte_timeout_fails_over``) and ``test_upstream_faults.py`` (``hang``). Here: the
-request-header deadline of the server, the upstream connect deadline and the upstream idle
-(silence mid-stream) deadline."""
+request-head deadline of each server (``limits.header_timeout_s``), the upstream connect deadline
+and the upstream idle (silence mid-stream) deadline."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import orjson
 import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from gateway.app import create_app
+from gateway.servers import DEFAULT_SERVER, SERVERS
 from tests.conftest import GatewayHandle, MakeConfig, StartGateway
-from tests.hardening.conftest import user_and_key
+from tests.hardening.conftest import raw_http, user_and_key
+from tests.servers import embedded
 
 PRICE = {"input_per_mtok": 1, "output_per_mtok": 1}
-HEADER_DEADLINE_S = 10.0  # the longest a server may wait for a request's headers (hypercorn: 5 s)
+HEAD_S = 1.0  # limits.header_timeout_s in these tests
+DEFAULT_HEAD_S = 5.0  # issue 16: "300 slow-header connections were cut at 5 s"
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+SLOW_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
 
 
-@pytest.mark.xfail(reason="granian, now the default server, waits 30 s for headers (its http1 "
-                          "header_read_timeout default); gateway/servers.py and tests/servers/embedded.py "
-                          "should set HTTP1Settings(header_read_timeout=5000)", strict=False)
-async def test_request_header_deadline(gw: GatewayHandle) -> None:
-    """A client that never finishes its headers is cut off by the server."""
-    host, port = gw.base_url.removeprefix("http://").split(":")
+async def _serving(app: Any, server: str) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """``app`` on ``server``, configured as ``gateway serve`` configures it; once it answers."""
+    port, task, ask = embedded.start(app, server)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(1000):
+        with contextlib.suppress(OSError):
+            if (await raw_http(base, HEALTHZ)).startswith(b"HTTP/1.1 200"):
+                break
+        await asyncio.sleep(0.01)
+    return base, lambda: embedded.stop(task, ask)
+
+
+async def cut_after(base_url: str, data: bytes, limit_s: float) -> tuple[float, bytes]:
+    """Open a connection, send ``data`` and wait for the server to close it: the seconds that took
+    and what it sent (TimeoutError when it is still open after ``limit_s``)."""
+    host, port = base_url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
-    writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-    await writer.drain()
     started = time.monotonic()
     try:
-        data = await asyncio.wait_for(reader.read(), HEADER_DEADLINE_S)
+        if data:
+            writer.write(data)
+            await writer.drain()
+        received = b""
+        async with asyncio.timeout(limit_s):
+            with contextlib.suppress(ConnectionResetError):
+                while chunk := await reader.read(65536):
+                    received += chunk
+        return time.monotonic() - started, received
     finally:
         writer.close()
-    assert not data.startswith(b"HTTP/1.1 200")
-    assert time.monotonic() - started < HEADER_DEADLINE_S
+
+
+@pytest.mark.parametrize("server", SERVERS)
+async def test_request_header_deadline(server: str, make_config: MakeConfig) -> None:
+    """A client that does not finish its request head within ``limits.header_timeout_s`` is cut off,
+    on every server, configured by the same functions as ``gateway serve``'s (the CLI itself:
+    ``test_serve_limits.py``); the server goes on serving."""
+    app = create_app(make_config(limits={"header_timeout_s": HEAD_S}), load_entrypoints=False)
+    base, stop = await _serving(app, server)
+    try:
+        slow = asyncio.gather(*(cut_after(base, SLOW_HEAD, 4 * HEAD_S) for _ in range(20)))
+        healthz = asyncio.create_task(raw_http(base, HEALTHZ))
+        for elapsed, received in await slow:
+            assert 0.8 * HEAD_S < elapsed < 3 * HEAD_S, elapsed
+            assert not received.startswith(b"HTTP/1.1 2"), received
+        assert (await healthz).startswith(b"HTTP/1.1 200")  # not held up by the slow ones
+    finally:
+        await stop()
+
+
+async def test_request_header_deadline_default(make_config: MakeConfig) -> None:
+    """Without ``limits``, the deadline is 5 s on the default server (granian waits 30 s unless told)."""
+    assert make_config().limits.header_timeout_s == DEFAULT_HEAD_S
+    app = create_app(make_config(), load_entrypoints=False)
+    base, stop = await _serving(app, DEFAULT_SERVER)
+    try:
+        elapsed, _ = await cut_after(base, SLOW_HEAD, 2 * DEFAULT_HEAD_S)
+        assert DEFAULT_HEAD_S - 0.5 < elapsed < DEFAULT_HEAD_S + 2, elapsed
+    finally:
+        await stop()
 
 
 @pytest.fixture

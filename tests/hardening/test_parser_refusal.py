@@ -1,68 +1,131 @@
-"""Defect 8: requests hypercorn's HTTP parser refuses are answered by the server before the app is
-called. With ``gateway serve``'s hypercorn config (``gateway.server_config``) that answer carries
-an ``X-Service-Request-Id`` that the access log also names; the body stays empty (see the module's
-docstring for why no envelope is possible)."""
+"""Defect 8: requests the server's HTTP parser refuses, on each server ``gateway serve`` runs.
+
+Found (granian 2.8.7, uvicorn 0.54, hypercorn 0.18): a NUL or a lone CR in a header, a header line
+without a colon, a space or a NUL in a header name and an empty header name are refused by every
+server's own parser, before any ASGI app exists for the request, with ``400`` and
+``Connection: close``; the app (and so any upstream) is never reached. None of the three offers a
+setting or hook to shape that answer:
+
+- granian answers from hyper, in Rust: ``400``, an empty body, no way to add a header; its Python
+  side (``granian.server``, ``HTTP1Settings``) has no error-response option.
+- uvicorn writes ``400`` with the text ``Invalid HTTP request received.`` from
+  ``HttpToolsProtocol.send_400_response`` (and logs a WARNING of ``uvicorn.error``).
+- hypercorn writes ``400`` with an empty body, but asks its config for the headers of that answer:
+  ``gateway.server_config.GatewayHypercornConfig`` adds an ``X-Service-Request-Id`` there and an
+  access-log line naming it.
+
+So on granian (the default) and uvicorn no request id or envelope is possible without replacing
+the server's protocol code; this module pins each server's answer so that an upgrade that changes
+it is noticed. Requests that a server lets through (a byte 0xFF, a DEL, a bare LF, an obs-fold
+line: which ones depends on the server) reach the app, which answers them like any other request:
+its envelope and its request id, never a 5xx.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 import pytest
 import pytest_asyncio
 
 from gateway.app import create_app
-from gateway.server_config import GatewayHypercornConfig
+from gateway.servers import SERVERS
 from tests.conftest import MakeConfig
 from tests.hardening.conftest import raw_http, split_response
+from tests.servers import embedded
 
-BAD_HEADS = [b"X-A: a\x00b\r\n", b"X-A: a\rb\r\n", b"Bad Header\r\n", b"X A: b\r\n"]
+REFUSED = {  # by every server's parser
+    "nul in value": b"X-A: a\x00b\r\n", "lone cr": b"X-A: a\rb\r\n", "no colon": b"Bad Header\r\n",
+    "space in name": b"X A: b\r\n", "nul in name": b"X-A\x00: b\r\n", "empty name": b": b\r\n"}
+SERVER_DEPENDENT = {  # refused by some parsers, passed to the app by others
+    "ctl in value": b"X-A: a\x01b\r\n", "del in value": b"X-A: a\x7fb\r\n",
+    "0xff in value": b"X-A: a\xffb\r\n", "obs-fold": b"X-A: a\r\n b\r\n", "bare lf": b"X-A: a\nX-B: b\r\n"}
+REFUSAL_BODY = {"granian": b"", "uvicorn": b"Invalid HTTP request received.", "hypercorn": b""}
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 
 
-@pytest_asyncio.fixture
-async def served(make_config: MakeConfig) -> AsyncIterator[str]:
-    """The app served by hypercorn with the config ``gateway serve`` uses."""
-    from hypercorn.asyncio.run import worker_serve
-    from hypercorn.utils import wrap_app
+@dataclass
+class Recording:
+    """The gateway app, noting the path of every HTTP request that reaches it."""
 
-    app = create_app(make_config(), load_entrypoints=False)
-    hyper = GatewayHypercornConfig()
-    hyper.bind = ["127.0.0.1:0"]
-    hyper.accesslog = None
-    hyper.errorlog = logging.getLogger("hypercorn.error")
-    sockets = hyper.create_sockets()
-    port = sockets.insecure_sockets[0].getsockname()[1]
-    stop = asyncio.Event()
-    task = asyncio.create_task(worker_serve(wrap_app(app, hyper.wsgi_max_body_size, "asgi"), hyper,
-                                            sockets=sockets, shutdown_trigger=stop.wait))
+    app: Any
+    paths: list[str] = field(default_factory=list)
+
+    @property
+    def state(self) -> Any:  # embedded.start reads the app's limits from it
+        return self.app.state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.paths.append(scope["path"])
+        await self.app(scope, receive, send)
+
+
+@dataclass
+class Served:
+    server: str
+    base_url: str
+    app: Recording
+
+
+@pytest_asyncio.fixture(params=SERVERS)
+async def served(request: pytest.FixtureRequest, make_config: MakeConfig) -> AsyncIterator[Served]:
+    """The gateway on each server, configured as ``gateway serve`` configures it."""
+    app = Recording(create_app(make_config(), load_entrypoints=False))
+    port, task, ask = embedded.start(app, request.param)
     base = f"http://127.0.0.1:{port}"
-    for _ in range(500):
-        try:
-            raw = await raw_http(base, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            if raw.startswith(b"HTTP/1.1 200"):
+    for _ in range(1000):
+        with contextlib.suppress(OSError):
+            if (await raw_http(base, HEALTHZ)).startswith(b"HTTP/1.1 200"):
                 break
-        except OSError:
-            pass
         await asyncio.sleep(0.01)
-    yield base
-    stop.set()
-    await task
+    yield Served(request.param, base, app)
+    await embedded.stop(task, ask)
 
 
-@pytest.mark.parametrize("bad", BAD_HEADS)
-async def test_parser_refusal_carries_request_id(served: str, bad: bytes,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def _request(head: bytes) -> bytes:
+    return b"GET /v1/models HTTP/1.1\r\nHost: x\r\n" + head + b"Connection: close\r\n\r\n"
+
+
+@pytest.mark.parametrize("name", REFUSED)
+async def test_parser_refusal(served: Served, name: str, caplog: pytest.LogCaptureFixture) -> None:
+    """400, the connection closed (``raw_http`` reads until the server closes), the app never
+    called; on hypercorn, a request id that the access log also names."""
     caplog.set_level(logging.INFO, logger="gateway.access")
-    raw = await raw_http(served, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + bad + b"\r\n")
+    calls = len(served.app.paths)
+    raw = await raw_http(served.base_url, _request(REFUSED[name]))
     status, headers, body = split_response(raw)
-    assert status == 400 and body == b""
+    assert (status, headers.get("connection"), body) == (400, "close", REFUSAL_BODY[served.server]), raw
+    assert len(served.app.paths) == calls
     rid = headers.get("x-service-request-id", "")
-    assert rid.startswith("req_"), raw
-    logged = [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "gateway.access"]
-    assert any(line.get("request_id") == rid for line in logged)
-    # A normal answer has exactly one id (the app's), and the server goes on serving.
-    ok = await raw_http(served, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    if served.server == "hypercorn":
+        assert rid.startswith("req_"), raw
+        logged = [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "gateway.access"]
+        assert any(line.get("request_id") == rid for line in logged)
+    else:
+        assert rid == "", raw  # no hook: see the module docstring
+    # The server goes on serving, and a normal answer has exactly one id (the app's).
+    ok = await raw_http(served.base_url, HEALTHZ)
     assert ok.startswith(b"HTTP/1.1 200")
     assert ok.lower().count(b"x-service-request-id") == 1
+
+
+@pytest.mark.parametrize("name", SERVER_DEPENDENT)
+async def test_parser_refusal_or_app_answer(served: Served, name: str) -> None:
+    """Either the server's refusal as above, or the app's own answer (401 here: no key) in its
+    envelope with its request id; never a 5xx."""
+    calls = len(served.app.paths)
+    raw = await raw_http(served.base_url, _request(SERVER_DEPENDENT[name]))
+    status, headers, body = split_response(raw)
+    if len(served.app.paths) == calls:
+        assert (status, body) == (400, REFUSAL_BODY[served.server]), raw
+    else:
+        assert status == 401, raw
+        assert headers["x-service-request-id"].startswith("req_")
+        assert orjson.loads(body)["error"]["code"] == "invalid_api_key"

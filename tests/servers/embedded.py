@@ -1,7 +1,9 @@
 """Serve an app in the test's own event loop on any supported ASGI server: what the ``gateway_server``
 fixture (tests/conftest.py) runs the suite's gateways on. The server is ``GATEWAY_TEST_SERVER``,
 by default the one ``gateway serve`` uses (gateway.servers.DEFAULT_SERVER), so that the suite
-tests the server users get; ``GATEWAY_TEST_SERVER=hypercorn make test`` runs it on another."""
+tests the server users get; ``GATEWAY_TEST_SERVER=hypercorn make test`` runs it on another. Each
+server gets the request-head deadline ``gateway serve`` gives it (``gateway.server_config``), from
+the app's ``limits.header_timeout_s``."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.servers import DEFAULT_SERVER
+from gateway import server_config
+from gateway.servers import DEFAULT_SERVER, Listen
 
 Stop = Callable[[], Awaitable[None]]
 GRACEFUL_S = 5.0
@@ -30,10 +33,19 @@ def _bound_socket() -> socket.socket:
     return sock
 
 
+def header_timeout_s(app: Any) -> float:
+    """The gateway app's ``limits.header_timeout_s``; the default for any other app."""
+    gateway = getattr(getattr(app, "state", None), "gateway", None)
+    if gateway is None:
+        return float(Listen.header_timeout_s)
+    return float(gateway.config.limits.header_timeout_s)
+
+
 def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None], Callable[[], None]]:
     """Start serving ``app``; returns the port, the serving task and a function that asks it to
     stop gracefully (await the task after calling it)."""
     server = server or chosen_server()
+    head_s = header_timeout_s(app)
     if server == "granian":
         from granian.constants import Interfaces
         from granian.server.embed import Server as Granian
@@ -42,6 +54,7 @@ def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None],
         with _bound_socket() as probe:
             port = probe.getsockname()[1]
         granian = Granian(app, address="127.0.0.1", port=port, interface=Interfaces.ASGI, websockets=False,
+                          http=server_config.GRANIAN_HTTP, http1_settings=server_config.granian_http1(head_s),
                           log_enabled=False)
         logging.getLogger("granian").propagate = True
         return port, asyncio.create_task(granian.serve()), granian.stop
@@ -50,9 +63,10 @@ def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None],
 
         sock = _bound_socket()
         port = sock.getsockname()[1]
-        config = uvicorn.Config(app, loop="none", http="httptools", ws="none", lifespan="on",
+        config = uvicorn.Config(app, loop="none", ws="none", lifespan="on",
                                 proxy_headers=False, access_log=False, log_config=None,
-                                timeout_graceful_shutdown=int(GRACEFUL_S))
+                                timeout_graceful_shutdown=int(GRACEFUL_S),
+                                **server_config.uvicorn_options(head_s))
         uv = uvicorn.Server(config)
 
         def stop_uvicorn() -> None:
@@ -66,10 +80,9 @@ def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None],
 
         return port, asyncio.create_task(run()), stop_uvicorn
     from hypercorn.asyncio.run import worker_serve
-    from hypercorn.config import Config as HypercornConfig
     from hypercorn.utils import wrap_app
 
-    hyper = HypercornConfig()
+    hyper = server_config.hypercorn_config(head_s)
     hyper.bind = ["127.0.0.1:0"]
     hyper.accesslog = None
     hyper.errorlog = logging.getLogger("hypercorn.error")  # propagate to pytest's capture

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the root conftest is not importable as a module under pytes
 pytestmark = pytest.mark.slow
 
 ADMIN = "admin-servers-test"
-H2C_SERVERS = ("hypercorn", "granian")
+H2C_SERVERS = ("hypercorn",)  # granian is served HTTP/1-only (gateway.server_config)
 CALLS = 12  # concurrent chat calls, spread over the workers
 
 
