@@ -1,24 +1,51 @@
 """Property 4: secret canaries. A client key and upstream keys with recognisable random parts go
 through success, 401, upstream 5xx, aborted and ``?key=`` (plain and percent-encoded) paths of
-each text family; then the log (every record, with stack traces), the database files, every
-answer body and header, the task callbacks and ``/metrics`` must hold none of them.
+each text family, and through media tasks (image and music: success, failure, a refused
+submission) whose status changes are called back to a local receiver; then the log (every
+record, with stack traces), the database files, every answer body and header, every callback
+(path, headers, body) and ``/metrics`` must hold none of them: neither as they are, nor
+percent-encoded, nor in base64 (at any alignment).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import secrets
+import urllib.parse
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import pytest_asyncio
+from aiohttp import web
 
-from tests.conftest import ADMIN_KEY, MakeConfig, SimulatorHandle, StartGateway
+from tests.conftest import ADMIN_KEY, GatewayHandle, MakeConfig, SimulatorHandle, StartGateway
 from tests.hardening.conftest import raw_http, user_and_key
 
 PRICE = {"input_per_mtok": 1, "output_per_mtok": 1}
+
+
+def forms(secret: str) -> list[bytes]:
+    """``secret`` as it is, percent-encoded, and the part of its base64 (standard and url-safe)
+    that does not depend on what precedes it, for each of the three alignments."""
+    raw = secret.encode()
+    found = {raw, urllib.parse.quote(secret, safe="").encode(), urllib.parse.quote_plus(secret).encode()}
+    for pad in range(3):
+        first, end = -(-8 * pad // 6), 8 * (pad + len(raw)) // 6
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            found.add(encode(b"\0" * pad + raw)[first:end])
+    return sorted(found)
+
+
+def assert_absent(secrets_: list[str], stores: Mapping[str, bytes]) -> None:
+    for secret in secrets_:
+        for form in forms(secret):
+            for where, data in stores.items():
+                assert form not in data, f"a secret ({form!r}) is in the {where}"
 
 
 def _upstreams(sim: str, ok_key: str, fail_key: str, slow_key: str) -> list[dict[str, Any]]:
@@ -101,9 +128,91 @@ async def test_no_secret_reaches_logs_db_bodies_or_metrics(
 
     stores = {"answers": b"\n".join(seen), "log": caplog.text.encode(),
               "database": await asyncio.to_thread(_read_all, tmp_path)}
-    for secret in (client_secret, up_secret, wrong_key[3:]):
-        for where, data in stores.items():
-            assert secret.encode() not in data, f"a secret is in the {where}"
+    assert_absent([client_secret, up_secret, wrong_key[3:]], stores)
     assert metrics.status == 200 and b"gateway_" in metrics.body
     assert len(seen) > 80
     assert b"key=REDACTED" in stores["log"] and b"%6Bey=REDACTED" in stores["log"]  # the paths were logged
+
+
+@pytest_asyncio.fixture
+async def callbacks() -> AsyncIterator[tuple[str, list[bytes]]]:
+    """A callback receiver on loopback: its URL, and every request it got (line, headers, body)."""
+    received: list[bytes] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        head = f"{request.method} {request.path_qs}\n" + "".join(
+            f"{name}: {value}\n" for name, value in request.headers.items())
+        received.append(head.encode() + await request.read())
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", hook)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook", received
+    await runner.cleanup()
+
+
+FINAL = (b'"SUCCESS"', b'"FAILURE"')  # imagetask's and music's final statuses, as called back
+
+
+async def _submit_tasks(gw: GatewayHandle, hook: str, wrong_key: str) -> list[bytes]:
+    """Image and music tasks that succeed, fail and are refused, each with a callback; the
+    answers (bodies and headers) to every submission and fetch."""
+    seen: list[bytes] = []
+    fetches: list[str] = []
+    for key in (gw.key, wrong_key):
+        for prompt in ("a lighthouse", "a lighthouse sim:taskfail", "a lighthouse sim:reject"):
+            image = await gw.request("POST", "/imagetask/submit/imagine", key=key,
+                                     json={"prompt": prompt, "notifyHook": hook, "state": "s"})
+            music = await gw.request("POST", "/music/submit/music", key=key,
+                                     json={"prompt": prompt, "model": "music_v4", "notify_hook": hook})
+            for reply in (image, music):
+                seen.append(reply.body + str(dict(reply.headers)).encode())
+            if key == gw.key and "reject" not in prompt:
+                assert image.status == 200 and music.status == 200, (image.text, music.text)
+                fetches += [f"/imagetask/task/{image.json()['result']}/fetch",
+                            f"/music/fetch/{music.json()['data']}"]
+    for path in fetches:
+        for _ in range(500):
+            reply = await gw.request("GET", path, key=gw.key)
+            if any(final in reply.body for final in FINAL):
+                break
+            await asyncio.sleep(0.02)
+        seen.append(reply.body + str(dict(reply.headers)).encode())
+    return seen
+
+
+async def test_no_secret_reaches_task_callbacks(
+        gateway_server: StartGateway, make_config: MakeConfig, simulator: SimulatorHandle,
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, callbacks: tuple[str, list[bytes]]) -> None:
+    caplog.set_level(logging.DEBUG)
+    hook, received = callbacks
+    up_secret = "CANARYtask" + secrets.token_hex(12)
+    upstreams = [{"name": "canary-image", "protocol": "imagetask", "base_url": simulator.base_url,
+                  "api_key": f"sk-sim-dur200-steps2-{up_secret}", "models": ["canary-image"]},
+                 {"name": "canary-music", "protocol": "music", "base_url": simulator.base_url,
+                  "api_key": f"sk-sim-dur200-{up_secret}", "models": {"music_v4": "music_v4"}}]
+    models = [{"id": name, "price": {"per_task": 0.05}} for name in ("canary-image", "music_v4")]
+    tasks = {"poll_first_s": 0.05, "poll_interval_s": 0.1, "timeout_s": 30,
+             "callback_allowlist": ["127.0.0.1"]}  # the receiver is on loopback
+    gw = await user_and_key(await gateway_server(make_config(extra_models=models, extra_upstreams=upstreams,
+                                                             tasks=tasks)))
+    wrong_key = "sk-" + "CANARYwrong" + secrets.token_hex(16)
+    seen = await _submit_tasks(gw, hook, wrong_key)
+    # Two successes and two failures, each called back once it ends (and at earlier changes).
+    for _ in range(500):
+        if sum(final in r for r in received for final in FINAL) >= 4:
+            break
+        await asyncio.sleep(0.02)
+    assert sum(final in r for r in received for final in FINAL) >= 4, received
+    metrics = await gw.request("GET", "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    seen.append(metrics.body)
+    await gw.stop()  # the meter and the callback outbox flush: every row is in the database
+
+    stores = {"callbacks": b"\n".join(received), "answers": b"\n".join(seen), "log": caplog.text.encode(),
+              "database": await asyncio.to_thread(_read_all, tmp_path)}
+    assert_absent([gw.key[7:-5], up_secret, wrong_key[3:]], stores)
+    assert b"gateway_" in metrics.body and len(received) >= 8

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import binascii
-import re
-
 from gateway.errors import InvalidRequest
+from gateway.wire.data_url import DataURLError, parse_data_url
 
 MAX_PROMPT = 8192
 MAX_STATE = 4096
 MAX_IMAGES = 5
 BOT_TYPES = ("MID_JOURNEY", "NIJI_JOURNEY")
 DIMENSIONS = ("PORTRAIT", "SQUARE", "LANDSCAPE")
-_DATA_URL = re.compile(r"^data:image/(png|jpeg|jpg|webp|gif);base64,([A-Za-z0-9+/=\s]+)$", re.ASCII)
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/jpg", "image/webp", "image/gif")
 
 
 def bad(field: str, why: str) -> InvalidRequest:
@@ -29,14 +27,14 @@ def prompt(value: str | None, field: str = "prompt", *, required: bool = True) -
 
 
 def image(value: str, field: str) -> str:
-    """A ``data:image/<png|jpeg|webp|gif>;base64,<data>`` URL with valid base64."""
-    match = _DATA_URL.match(value)
-    if match is None:
-        raise bad(field, "expected a data URL `data:image/<png|jpeg|webp|gif>;base64,<data>`")
+    """A ``data:image/<png|jpeg|webp|gif>;base64,<data>`` URL with valid base64
+    (``gateway.wire.data_url``, the one RFC 2397 reader)."""
     try:
-        binascii.a2b_base64(match.group(2).encode())
-    except binascii.Error as exc:
-        raise bad(field, "the base64 data is malformed") from exc
+        parsed = parse_data_url(value)
+    except DataURLError as exc:
+        raise bad(field, f"the data URL is malformed: {str(exc).rstrip('.')}") from exc
+    if parsed is None or not parsed.base64 or parsed.media_type not in IMAGE_TYPES:
+        raise bad(field, "expected a data URL `data:image/<png|jpeg|webp|gif>;base64,<data>`")
     return value
 
 
