@@ -21,6 +21,7 @@ from gateway.families import DEFAULT_FAMILY
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.keys import generate_api_key, generate_user_token, hash_secret, mask_key, parse_network
 from gateway.money import nano_to_usd, usd_to_nano
+from gateway.openapi import documented
 from gateway.records import KeyRecord, UserRecord
 from gateway.storage.base import KeyChanges, Storage
 
@@ -231,6 +232,7 @@ def _path_id(request: Request) -> int:
 
 
 @endpoint(DEFAULT_FAMILY)
+@documented("Create a user", request=UserCreate, status=201)
 async def create_user(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), UserCreate)
@@ -248,6 +250,7 @@ async def get_user(request: Request) -> Response:
 
 
 @endpoint(DEFAULT_FAMILY)
+@documented("Top up a user's quota", request=TopUp)
 async def topup(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), TopUp)
@@ -255,6 +258,7 @@ async def topup(request: Request) -> Response:
 
 
 @endpoint(DEFAULT_FAMILY)
+@documented("Create an API key", request=KeyCreate, status=201)
 async def create_key(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), KeyCreate)
@@ -280,6 +284,7 @@ async def get_key(request: Request) -> Response:
 
 
 @endpoint(DEFAULT_FAMILY)
+@documented("Change an API key", request=KeyPatch)
 async def update_key(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), KeyPatch)

@@ -30,6 +30,7 @@ from gateway.errors import InvalidRequest, NotFound
 from gateway.families import DEFAULT_FAMILY
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.money import nano_to_usd, usd_to_nano
+from gateway.openapi import documented
 from gateway.records import RequestLog
 from gateway.storage.base import LogFilter, NameTaken, UserChanges
 from gateway.upstream.pool import UpstreamPool
@@ -167,6 +168,7 @@ def paging(request: Request) -> tuple[int, int]:
 # --- routes --------------------------------------------------------------------------------------
 
 @endpoint(DEFAULT_FAMILY)
+@documented("Change a user", request=UserPatch)
 async def patch_user_route(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), UserPatch)
@@ -180,6 +182,7 @@ async def delete_user_route(request: Request) -> Response:
 
 
 @endpoint(DEFAULT_FAMILY)
+@documented("Adjust a user's quota (a ledger entry with a reason)", request=Adjust)
 async def adjust_route(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), Adjust)

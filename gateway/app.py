@@ -15,9 +15,11 @@ from typing import Any
 import pluggy
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 from gateway.admin_api import admin_routes
 from gateway.admin_ops import admin_ops_routes
@@ -29,7 +31,8 @@ from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.http import json_response, path_error_response
 from gateway.metering.meter import Meter
 from gateway.middleware import middleware_stack
-from gateway.offload import BUDGET_BODIES, BodyWorkBudget
+from gateway.offload import BUDGET_BODIES, BodyWorkBudget, return_freed_memory_to_the_system
+from gateway.openapi import documented
 from gateway.plugins import collect_adapters, collect_families, make_plugin_manager
 from gateway.records import RequestLog
 from gateway.storage import open_storage
@@ -65,8 +68,9 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
         families=families,
     )
     # Large bodies are decoded and counted off the event loop, within a byte budget.
-    body_work = BodyWorkBudget(BUDGET_BODIES * config.limits.json_body_bytes)
-    app = Starlette(
+    return_freed_memory_to_the_system()
+    body_work = BodyWorkBudget(BUDGET_BODIES * config.limits.json_body_bytes, config.limits.json_max_elements)
+    app = GatewayApp(
         routes=[*core_routes(), *collect_routes(pm, gateway)],
         middleware=middleware_stack(config, families),
         exception_handlers={HTTPException: http_exception, GatewayError: gateway_exception},
@@ -79,6 +83,19 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
     app.state.body_work_budget = body_work
     app.state.gateway = gateway
     return app
+
+
+class GatewayApp(Starlette):
+    """Starlette without its outermost ServerErrorMiddleware: ``EdgeMiddleware``, outermost here,
+    already answers whatever escapes the routes in the path's family envelope, so that layer would
+    only wrap ``send`` once more on every request."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        handlers = {k: v for k, v in self.exception_handlers.items() if k not in (500, Exception)}
+        app: ASGIApp = ExceptionMiddleware(self.router, handlers=handlers, debug=self.debug)
+        for cls, args, kwargs in reversed(self.user_middleware):
+            app = cls(app, *args, **kwargs)
+        return app
 
 
 def collect_routes(pm: pluggy.PluginManager, gateway: Gateway) -> list[BaseRoute]:
@@ -94,6 +111,7 @@ def core_routes() -> list[BaseRoute]:
     return [Route("/healthz", healthz, methods=["GET"]), *admin_routes(), *admin_ops_routes()]
 
 
+@documented("Health check", public=True)
 async def healthz(request: Request) -> Response:
     return json_response({"status": "ok"})
 
@@ -142,7 +160,7 @@ def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
         # Started in order, stopped in reverse (also when a later start fails): by the time the
         # Meter flushes, the upstream pool is closed and no request can add to it.
         async with contextlib.AsyncExitStack() as stack:
-            stack.callback(body_work.close)
+            stack.push_async_callback(body_work.aclose)
             await gateway.storage.open()
             stack.push_async_callback(gateway.storage.close)
             await gateway.auth.start()

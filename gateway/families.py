@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import orjson
 
@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     from gateway.errors import GatewayError
 
 __all__ = [
+    "BEARER",
     "BEARER_HINT",
     "DEFAULT_FAMILY",
     "MULTIPART_SLACK",
     "BearerFamily",
+    "CredentialPlace",
     "FamilyRegistry",
     "WireFamily",
     "bearer_token",
@@ -41,6 +43,19 @@ BEARER_HINT = "the Authorization header (Bearer <key>)"
 # Multipart bodies carry boundaries and the other form fields besides the file itself: a family
 # whose upload limit is a file size adds this to it in ``body_limit``.
 MULTIPART_SLACK = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialPlace:
+    """One place a family's ``credential`` reads the caller's key from, as its documentation
+    (``/openapi.json``, ``gateway.openapi``) shows it: a family may declare its places in a
+    ``credential_places`` tuple."""
+
+    kind: Literal["bearer", "header", "query"]
+    name: str = ""  # the header or query parameter; "" for "bearer" (the Authorization header)
+
+
+BEARER = CredentialPlace("bearer")
 
 
 class WireFamily(Protocol):
@@ -134,6 +149,7 @@ class BearerFamily:
     limited_paths: frozenset[str] = frozenset()
     limit: Callable[[LimitsConfig], int] | None = None
     credential_hint: str = BEARER_HINT
+    credential_places: tuple[CredentialPlace, ...] = (BEARER,)
 
     def owns_path(self, path: str) -> bool:
         for prefix in self.prefixes:

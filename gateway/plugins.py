@@ -36,6 +36,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.account",
     "plugins.user_keys",
     "plugins.console",
+    "plugins.openapi",
 )
 
 

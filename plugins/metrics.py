@@ -34,6 +34,7 @@ from gateway.context import Gateway
 from gateway.families import DEFAULT_FAMILY
 from gateway.hookspecs import hookimpl
 from gateway.http import endpoint, get_gateway
+from gateway.openapi import documented
 from gateway.records import RequestLog
 from gateway.storage.base import SoftLimitCrossing
 from plugins.metrics_share import Share
@@ -151,6 +152,7 @@ def render_body(gw: Gateway) -> str:
 
 
 @endpoint(DEFAULT_FAMILY)
+@documented("Prometheus metrics (text format)", public=True)
 async def metrics_endpoint(request: Request) -> Response:
     gw = get_gateway(request)
     body = render_body(gw)

@@ -21,6 +21,7 @@ from gateway.errors import NotFound
 from gateway.families import DEFAULT_FAMILY
 from gateway.hookspecs import hookimpl
 from gateway.http import endpoint
+from gateway.openapi import documented
 from plugins.console.views import console_logs, console_summary, console_tasks
 
 # Images, video and audio of media tasks come from wherever the upstream keeps them.
@@ -46,11 +47,13 @@ def _static(name: str) -> Response:
 
 
 @endpoint(DEFAULT_FAMILY)
+@documented("The web console", public=True)
 async def index(request: Request) -> Response:
     return _static("index.html")
 
 
 @endpoint(DEFAULT_FAMILY)
+@documented("A file of the web console", public=True)
 async def static_file(request: Request) -> Response:
     return _static(request.path_params["name"])
 

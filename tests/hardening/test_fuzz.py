@@ -62,7 +62,8 @@ SEEDS: dict[str, dict[str, Any]] = {
     "/imagetask/submit/pan": {"taskId": "1", "direction": "LEFT"},
     "/imagetask/submit/modal": {"taskId": "1", "prompt": "x"},
     "/imagetask/task/list-by-condition": {"ids": ["1"]},
-    "/videoa/v1/videos/generations": {"model": "videoa-2-0-mini", "prompt": "a cat", "duration": 5},
+    "/videoa/v1/videos/generations": {"model": "videoa-2-0-mini",
+                                      "input": {"prompt": "a cat", "duration": 5}},
     "/v1/videos": {"model": "videos-standard", "prompt": "a cat", "seconds": "4"},
     "/music/submit/music": {"prompt": "a song"},
     "/music/fetch": {"ids": ["1"]},
@@ -160,9 +161,9 @@ def test_body_fuzz(tgw: ThreadedGateway, path: str) -> None:
 
 # --- auth fuzz ------------------------------------------------------------------------------------
 
-# Open by design: health, the Prometheus scrape (CONTRACT 6) and the console's page and assets (its
-# API calls need a user token).
-PUBLIC = {"/healthz", "/metrics", "/console", "/console/", "/console/static/{name}"}
+# Open by design: health, the Prometheus scrape (CONTRACT 6), the OpenAPI document and the console's
+# page and assets (its API calls need a user token).
+PUBLIC = {"/healthz", "/metrics", "/openapi.json", "/console", "/console/", "/console/static/{name}"}
 SEGMENT = (st.text(alphabet=string.ascii_letters + string.digits + "._-~", max_size=8)
            | st.sampled_from(["%2e", "%2e%2e", "..", ".", "%2f", "%00", ";a=b", "%252e", "//", "%5c", "admin",
                               "sim-chat", "1"]))

@@ -11,12 +11,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.http import endpoint
+from gateway.openapi import documented
 from translators.chat.completions import COMPLETIONS
 from translators.chat.embeddings import EMBEDDINGS
 from translators.chat.frontend import CHAT
+from translators.chat.wire import ChatCompletionRequest, CompletionRequest, EmbeddingsRequest
 
 
 @endpoint("chat")
+@documented("Create a chat completion", request=ChatCompletionRequest, stream=True)
 async def chat_completions(request: Request) -> Response:
     from gateway.relay import serve_generate  # the pipeline imports the plugins, not the reverse
 
@@ -24,6 +27,7 @@ async def chat_completions(request: Request) -> Response:
 
 
 @endpoint("chat")
+@documented("Create a completion (legacy)", request=CompletionRequest, stream=True)
 async def completions(request: Request) -> Response:
     from gateway.relay import serve_generate
 
@@ -31,6 +35,7 @@ async def completions(request: Request) -> Response:
 
 
 @endpoint("chat")
+@documented("Create embeddings", request=EmbeddingsRequest)
 async def embeddings(request: Request) -> Response:
     from gateway.relay import serve_embeddings
 

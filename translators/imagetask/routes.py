@@ -17,6 +17,7 @@ from gateway.context import Gateway
 from gateway.errors import ModelNotAllowed, UpstreamError
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.money import unit_cost
+from gateway.openapi import documented
 from gateway.records import Principal
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, TaskEngine, engine_of
@@ -35,6 +36,7 @@ from translators.imagetask.wire import (
     PanBody,
     Stored,
     SubmitOut,
+    TaskOut,
     UpstreamSubmit,
     ZoomBody,
 )
@@ -114,6 +116,7 @@ async def _caller(request: Request) -> tuple[Principal, bytes]:
 # --- new tasks -----------------------------------------------------------------------------------
 
 @endpoint(FAMILY)
+@documented("Submit an imagine task", request=ImagineBody, response=SubmitOut)
 async def imagine(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, ImagineBody)
@@ -125,6 +128,7 @@ async def imagine(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Submit a blend task", request=BlendBody, response=SubmitOut)
 async def blend(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, BlendBody)
@@ -137,6 +141,7 @@ async def blend(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Submit a describe task", request=DescribeBody, response=SubmitOut)
 async def describe(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, DescribeBody)
@@ -171,6 +176,7 @@ async def _follow(request: Request, principal: Principal, hooked: Hooked, task_i
 
 
 @endpoint(FAMILY)
+@documented("Submit a change of a finished task", request=ChangeBody, response=SubmitOut)
 async def change(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, ChangeBody)
@@ -186,6 +192,7 @@ async def change(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Submit a zoom of a finished task", request=ZoomBody, response=SubmitOut)
 async def zoom(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, ZoomBody)
@@ -196,6 +203,7 @@ async def zoom(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Submit a pan of a finished task", request=PanBody, response=SubmitOut)
 async def pan(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, PanBody)
@@ -208,6 +216,7 @@ async def pan(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Submit a modal follow-up", request=ModalBody, response=SubmitOut)
 async def modal(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, ModalBody)
@@ -221,6 +230,7 @@ async def modal(request: Request) -> Response:
 # --- reads ---------------------------------------------------------------------------------------
 
 @endpoint(FAMILY)
+@documented("Fetch a task", response=TaskOut)
 async def fetch(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
@@ -229,6 +239,7 @@ async def fetch(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Fetch tasks by id", request=ListBody, response=list[TaskOut])
 async def list_by_condition(request: Request) -> Response:
     principal, raw = await _caller(request)
     body = decode_body(raw, ListBody)

@@ -12,7 +12,7 @@ from starlette.requests import HTTPConnection
 
 from gateway.config import LimitsConfig
 from gateway.errors import GatewayError, InvalidRequest
-from gateway.families import bearer_token, native_type
+from gateway.families import BEARER, CredentialPlace, bearer_token, native_type
 
 PATH_PREFIX = "/v1/messages"
 KEY_HEADER = "x-api-key"
@@ -24,6 +24,7 @@ _VERSION_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 class MessagesFamily:
     name = "messages"
     credential_hint = f"the {KEY_HEADER} header"
+    credential_places = (CredentialPlace("header", KEY_HEADER), BEARER)  # as ``credential`` reads them
 
     def owns_path(self, path: str) -> bool:
         return path.startswith(PATH_PREFIX)

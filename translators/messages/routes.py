@@ -13,13 +13,16 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.http import endpoint, get_gateway, json_response, read_json_body
-from gateway.offload import off_loop
+from gateway.offload import off_process
+from gateway.openapi import documented
 from gateway.ratelimit import admit_call
 from gateway.tokens import estimate_request_tokens
 from translators.messages import request as request_decoder
 from translators.messages.client import MESSAGES
+from translators.messages.wire import MessagesRequest
 
 
+@documented("Create a message", request=MessagesRequest, stream=True)
 async def create_message(request: Request) -> Response:
     from gateway.relay import serve_generate  # the pipeline imports the plugins, not the reverse
 
@@ -27,13 +30,14 @@ async def create_message(request: Request) -> Response:
 
 
 @endpoint("messages")
+@documented("Count the tokens of a message request", request=MessagesRequest)
 async def count_tokens(request: Request) -> Response:
     gateway = get_gateway(request)
     principal = await gateway.auth.authenticate(request, "messages")
     body = await read_json_body(request)
-    # Decoded and counted in a worker thread when large (gateway.offload); the decoded request
-    # never comes back, so its objects (millions, for 900,000 tiny messages) are freed there too.
-    model, tokens = await off_loop(request, len(body), lambda: _count(body))
+    # Decoded and counted in the app's body process when large (gateway.offload): only the two
+    # figures come back, the time and the memory of the decoding stay there.
+    model, tokens = await off_process(request, len(body), _count, body)
     gateway.catalogue.check(principal, model)
     await admit_call(gateway, principal)  # free, but rate-limited like any call
     return json_response({"input_tokens": tokens})

@@ -14,6 +14,7 @@ from gateway.context import Gateway
 from gateway.errors import InvalidRequest, NotFound, UpstreamError
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.money import unit_cost
+from gateway.openapi import documented
 from gateway.records import Principal
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, TaskEngine, engine_of
@@ -86,6 +87,7 @@ async def _parent_clip(engine: TaskEngine, principal: Principal, clip: str,
 
 
 @endpoint(FAMILY)
+@documented("Submit a music task", request=SubmitBody, response=SubmitOut)
 async def submit(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
@@ -121,6 +123,7 @@ async def submit(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Fetch a task", response=FetchOut)
 async def fetch(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
@@ -129,6 +132,7 @@ async def fetch(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Fetch tasks by id", request=FetchManyBody, response=FetchManyOut)
 async def fetch_many(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)

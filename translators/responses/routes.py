@@ -10,10 +10,12 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.errors import InvalidRequest, NotFound
 from gateway.http import endpoint, get_gateway
+from gateway.openapi import documented
 from gateway.records import Principal
 from translators.responses.pipeline import FAMILY, create_response
 from translators.responses.response import json_body
 from translators.responses.state import KIND, get_turn, input_items
+from translators.responses.wire import ResponsesRequest
 
 MAX_LIMIT = 100
 
@@ -23,6 +25,7 @@ async def _caller(request: Request) -> Principal:
 
 
 @endpoint(FAMILY)
+@documented("Create a response", request=ResponsesRequest, stream=True)
 async def create(request: Request) -> Response:
     return await create_response(request)
 

@@ -11,7 +11,7 @@ from starlette.requests import HTTPConnection
 
 from gateway.config import LimitsConfig
 from gateway.errors import GatewayError
-from gateway.families import bearer_token
+from gateway.families import BEARER, CredentialPlace, bearer_token
 
 KEY_HEADERS = ("x-vendorc-api-key", "x-goog-api-key")
 KEY_QUERY = "key"
@@ -40,6 +40,9 @@ def render(status: int, code: str, message: str) -> bytes:
 class V1betaFamily:
     name = "v1beta"
     credential_hint = f"the {KEY_HEADERS[0]} header"
+    # As ``credential`` reads them.
+    credential_places = (*(CredentialPlace("header", h) for h in KEY_HEADERS),
+                         CredentialPlace("query", KEY_QUERY), BEARER)
 
     def owns_path(self, path: str) -> bool:
         return (path.startswith(PATH_PREFIX + "/") or path == PATH_PREFIX

@@ -21,13 +21,15 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.errors import NotFound
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body
-from gateway.offload import off_loop
+from gateway.offload import off_process
+from gateway.openapi import documented
 from gateway.ratelimit import admit_call
 from gateway.tokens import estimate_request_tokens
 from translators.v1beta.client import decode_generate_request, model_from_path
 from translators.v1beta.embeddings import EMBED_BATCH, EMBED_ONE
 from translators.v1beta.frontend import V1BETA
 from translators.v1beta.models_list import get_model, list_models
+from translators.v1beta.wire import BatchEmbedContentsRequest, EmbedContentRequest, GenerateContentRequest
 
 GENERATE = ("generateContent", "streamGenerateContent")
 EMBED = ("embedContent", "batchEmbedContents")
@@ -41,9 +43,9 @@ async def _count_tokens(request: Request, model: str) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, "v1beta")
     body = await read_json_body(request)
-    # Decoded and counted in a worker thread when large (gateway.offload); the decoded request
-    # never comes back, so its objects are freed there too.
-    public, tokens = await off_loop(request, len(body), lambda: _count(body, model))
+    # Decoded and counted in the app's body process when large (gateway.offload): only the two
+    # figures come back, the time and the memory of the decoding stay there.
+    public, tokens = await off_process(request, len(body), _count, body, model)
     gw.catalogue.check(principal, public)
     await admit_call(gw, principal)  # free, but rate-limited like any call
     return json_response({"totalTokens": tokens})
@@ -56,6 +58,13 @@ def _count(body: bytes, model: str) -> tuple[str, int]:
 
 
 @endpoint("v1beta")
+@documented("Generate content", request=GenerateContentRequest, path={"method": "generateContent"})
+@documented("Generate content as a stream", request=GenerateContentRequest, stream=True,
+            path={"method": "streamGenerateContent"})
+@documented("Count tokens", request=GenerateContentRequest, path={"method": "countTokens"})
+@documented("Embed content", request=EmbedContentRequest, path={"method": "embedContent"})
+@documented("Embed contents in a batch", request=BatchEmbedContentsRequest,
+            path={"method": "batchEmbedContents"})
 async def model_method(request: Request) -> Response:
     from gateway.relay import serve_embeddings, serve_generate  # the pipeline imports the plugins
 

@@ -15,6 +15,7 @@ from gateway.context import Gateway
 from gateway.errors import NotFound, UpstreamError, UpstreamHTTPError
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.money import nano_to_usd, unit_cost
+from gateway.openapi import documented
 from gateway.records import Principal
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, engine_of
@@ -67,6 +68,7 @@ def _parse(raw: bytes) -> tuple[str, CleanInput]:
 
 
 @endpoint(FAMILY)
+@documented("Submit a video task", request=SubmitBody, response=SubmitOut)
 async def submit(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
@@ -111,6 +113,7 @@ def task_out(request: Request, task: TaskRecord) -> TaskOut:
 
 
 @endpoint(FAMILY)
+@documented("A task's status", response=TaskOut)
 async def status(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
@@ -119,6 +122,7 @@ async def status(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Download a finished task's video (mp4)")
 async def download(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)

@@ -13,13 +13,14 @@ from starlette.routing import BaseRoute, Route
 from gateway.context import Gateway
 from gateway.http import endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.money import unit_cost
+from gateway.openapi import JSON, MULTIPART, documented
 from gateway.records import Principal
 from gateway.storage.base import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, engine_of
 from translators.videos import upstream
 from translators.videos import validation as v
 from translators.videos.family import PREFIX
-from translators.videos.wire import Result, Stored, UpstreamBody, VideoError, VideoOut
+from translators.videos.wire import CreateBody, Result, Stored, UpstreamBody, VideoError, VideoOut
 
 FAMILY = "videos"
 DEFAULT_SIZE = "1280x720"
@@ -63,6 +64,7 @@ def video_out(task: TaskRecord) -> VideoOut:
 
 
 @endpoint(FAMILY)
+@documented("Create a video", request=CreateBody, response=VideoOut, media_type=(JSON, MULTIPART))
 async def create(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
@@ -90,6 +92,7 @@ async def create(request: Request) -> Response:
 
 
 @endpoint(FAMILY)
+@documented("Retrieve a video", response=VideoOut)
 async def retrieve(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
