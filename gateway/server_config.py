@@ -11,32 +11,36 @@ clients cannot hold connections open:
   that tell the two apart, so a connection that sent nothing was held for ever. HTTP/2 without
   TLS (h2c) is hypercorn's.
 - uvicorn: its httptools protocol has only a keep-alive timer, armed after a response; a head that
-  never completes is held for ever. ``HeadDeadlineHttpTools`` adds the missing timer, from the
-  connection (or a request's first byte) to the end of its head, of ``timeout_keep_alive``
-  seconds, which is set to the deadline (uvicorn takes whole seconds: rounded up).
+  never completes is held for ever. ``GatewayHttpTools`` (``gateway.uvicorn_protocol``) adds the
+  missing timer, from the connection (or a request's first byte) to the end of its head, of
+  ``timeout_keep_alive`` seconds, which is set to the deadline (uvicorn takes whole seconds:
+  rounded up).
 - hypercorn: its ``keep_alive_timeout`` runs while a connection has no request in progress, which
   includes a head still arriving: set to the deadline.
 
 **Requests the HTTP parser refuses** (a NUL or a lone CR in a header, a line without a colon, a
 space in a header name, a malformed request line) are answered by each server itself, before any
-ASGI app exists for them, and none calls the app or offers a hook to shape that answer:
+ASGI app exists for them; none calls the app or offers a hook to shape that answer, so only where
+the protocol code is the gateway's own (uvicorn's) does it get the envelope and request id of
+every other error:
 
 - granian 2.8: ``400``, ``Content-Length: 0``, ``Connection: close`` (from hyper, in Rust).
-- uvicorn 0.54: ``400`` with the text ``Invalid HTTP request received.``, ``Connection: close``.
+- uvicorn 0.54: its own answer is ``400`` with the text ``Invalid HTTP request received.``; the
+  gateway's protocol for it (``gateway.uvicorn_protocol``) answers ``400`` in the default error
+  envelope (``invalid_request``) with a fresh ``X-Service-Request-Id`` and an access-log line.
 - hypercorn 0.18: ``400``, ``Content-Length: 0``, ``Connection: close``. Hypercorn asks its config
   for the extra headers of every response it writes (``Config.response_headers``), its own error
   answer included: ``GatewayHypercornConfig`` adds a fresh ``X-Service-Request-Id`` there (only
   there: the app's responses already carry their id from ``EdgeMiddleware``) and writes an
   access-log line with that id, so that what the client saw can be found.
 
-No envelope can be sent on any of them without replacing the server's protocol code.
+On granian and hypercorn no envelope can be sent without replacing the server's protocol code.
 ``tests/hardening/test_parser_refusal.py`` pins each server's answer to the installed version, so
 an upgrade that changes it is noticed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import sys
@@ -46,9 +50,9 @@ import orjson
 from granian.constants import HTTPModes
 from granian.http import HTTP1Settings
 from hypercorn.config import Config as HypercornConfig
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.http import REQUEST_ID_HEADER, new_request_id
+from gateway.uvicorn_protocol import GatewayHttpTools
 
 access_log = logging.getLogger("gateway.access")
 
@@ -64,8 +68,8 @@ def granian_http1(header_timeout_s: float) -> HTTP1Settings:
 
 
 def uvicorn_options(header_timeout_s: float) -> dict[str, Any]:
-    """The ``uvicorn.Config`` options that put the head deadline in place."""
-    return {"http": HeadDeadlineHttpTools, "timeout_keep_alive": max(1, math.ceil(header_timeout_s))}
+    """The ``uvicorn.Config`` options of the gateway's protocol (``gateway.uvicorn_protocol``)."""
+    return {"http": GatewayHttpTools, "timeout_keep_alive": max(1, math.ceil(header_timeout_s))}
 
 
 def hypercorn_config(header_timeout_s: float) -> GatewayHypercornConfig:
@@ -83,44 +87,3 @@ class GatewayHypercornConfig(HypercornConfig):
             line = {"request_id": rid, "error": "request refused by the HTTP parser"}
             access_log.info(orjson.dumps(line).decode())
         return headers
-
-
-class HeadDeadlineHttpTools(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline on each request head: armed when the
-    connection opens and when a request's first byte arrives, cancelled when its head is complete;
-    when it fires the connection is closed (as uvicorn's own keep-alive timer does)."""
-
-    _head_timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        super().connection_made(transport)  # type: ignore[arg-type]
-        self._arm_head_timer()
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._arm_head_timer()
-
-    def on_headers_complete(self) -> None:
-        self._cancel_head_timer()
-        super().on_headers_complete()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_head_timer()
-        super().connection_lost(exc)
-
-    def _arm_head_timer(self) -> None:
-        if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.timeout_keep_alive, self._head_timed_out)
-
-    def _cancel_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
-        if self.cycle is not None and not self.cycle.response_complete:
-            # A pipelined head waits while the request before it is served: its time starts then.
-            self._arm_head_timer()
-        elif not self.transport.is_closing():
-            self.transport.close()

@@ -8,17 +8,19 @@ setting or hook to shape that answer:
 
 - granian answers from hyper, in Rust: ``400``, an empty body, no way to add a header; its Python
   side (``granian.server``, ``HTTP1Settings``) has no error-response option.
-- uvicorn writes ``400`` with the text ``Invalid HTTP request received.`` from
-  ``HttpToolsProtocol.send_400_response`` (and logs a WARNING of ``uvicorn.error``).
+- uvicorn's own answer is ``400`` with the text ``Invalid HTTP request received.`` from
+  ``HttpToolsProtocol.send_400_response``; the gateway serves uvicorn with its own protocol class
+  (``gateway.uvicorn_protocol``), whose ``send_400_response`` answers in the default envelope
+  (``invalid_request``) with an ``X-Service-Request-Id`` that an access-log line names.
 - hypercorn writes ``400`` with an empty body, but asks its config for the headers of that answer:
   ``gateway.server_config.GatewayHypercornConfig`` adds an ``X-Service-Request-Id`` there and an
   access-log line naming it.
 
-So on granian (the default) and uvicorn no request id or envelope is possible without replacing
-the server's protocol code; this module pins each server's answer so that an upgrade that changes
-it is noticed. Requests that a server lets through (a byte 0xFF, a DEL, a bare LF, an obs-fold
-line: which ones depends on the server) reach the app, which answers them like any other request:
-its envelope and its request id, never a 5xx.
+So on granian no request id or envelope is possible without replacing the server's protocol code;
+this module pins each server's answer so that an upgrade that changes it is noticed. Requests
+that a server lets through (a byte 0xFF, a DEL, a bare LF, an obs-fold line: which ones depends
+on the server) reach the app, which answers them like any other request: its envelope and its
+request id, never a 5xx.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ import pytest
 import pytest_asyncio
 
 from gateway.app import create_app
+from gateway.errors import InvalidRequest
+from gateway.families import render_default_error
 from gateway.servers import SERVERS
+from gateway.uvicorn_protocol import REFUSED as REFUSED_MESSAGE
 from tests.conftest import MakeConfig
 from tests.hardening.conftest import raw_http, split_response
 from tests.servers import embedded
@@ -46,7 +51,9 @@ REFUSED = {  # by every server's parser
 SERVER_DEPENDENT = {  # refused by some parsers, passed to the app by others
     "ctl in value": b"X-A: a\x01b\r\n", "del in value": b"X-A: a\x7fb\r\n",
     "0xff in value": b"X-A: a\xffb\r\n", "obs-fold": b"X-A: a\r\n b\r\n", "bare lf": b"X-A: a\nX-B: b\r\n"}
-REFUSAL_BODY = {"granian": b"", "uvicorn": b"Invalid HTTP request received.", "hypercorn": b""}
+ENVELOPE = render_default_error(InvalidRequest(REFUSED_MESSAGE))
+REFUSAL_BODY = {"granian": b"", "uvicorn": ENVELOPE, "hypercorn": b""}
+WITH_ID = ("uvicorn", "hypercorn")  # the servers whose refusal carries a request id
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 
 
@@ -96,7 +103,8 @@ def _request(head: bytes) -> bytes:
 @pytest.mark.parametrize("name", REFUSED)
 async def test_parser_refusal(served: Served, name: str, caplog: pytest.LogCaptureFixture) -> None:
     """400, the connection closed (``raw_http`` reads until the server closes), the app never
-    called; on hypercorn, a request id that the access log also names."""
+    called; on uvicorn and hypercorn, a request id that the access log also names (and on
+    uvicorn the default error envelope)."""
     caplog.set_level(logging.INFO, logger="gateway.access")
     calls = len(served.app.paths)
     raw = await raw_http(served.base_url, _request(REFUSED[name]))
@@ -104,7 +112,7 @@ async def test_parser_refusal(served: Served, name: str, caplog: pytest.LogCaptu
     assert (status, headers.get("connection"), body) == (400, "close", REFUSAL_BODY[served.server]), raw
     assert len(served.app.paths) == calls
     rid = headers.get("x-service-request-id", "")
-    if served.server == "hypercorn":
+    if served.server in WITH_ID:
         assert rid.startswith("req_"), raw
         logged = [orjson.loads(r.getMessage()) for r in caplog.records if r.name == "gateway.access"]
         assert any(line.get("request_id") == rid for line in logged)

@@ -1,0 +1,155 @@
+"""The gateway's HTTP/1 protocol for uvicorn: uvicorn's httptools protocol with three things it
+lacks (``gateway.server_config.uvicorn_options`` puts it in place):
+
+* **A deadline on each request head.** uvicorn has only a keep-alive timer, armed after a
+  response; a head that never completes was held for ever. The head timer runs from the connection
+  (or a request's first byte) to the end of its head, ``timeout_keep_alive`` seconds (which
+  ``uvicorn_options`` sets to ``limits.header_timeout_s``); then the connection is closed at once.
+* **A lingering close.** When uvicorn closes a connection whose request body is still arriving
+  (an early 413 or 408 answered with ``Connection: close``), closing the socket with unread data
+  makes the kernel send a reset, and a client still writing its body never reads the answer. As
+  nginx and granian do, the answer is sent, the write side shut (FIN), and what the client still
+  sends is read and dropped until it closes or ``LINGER_S`` have passed. A connection closed
+  between requests (keep-alive timeout, shutdown) has nothing to drain and closes at once.
+* **An answer to a request the parser refuses** (a NUL or lone CR in a header, a header line
+  without a colon): ``400`` in the default error envelope, ``invalid_request``, with a fresh
+  ``X-Service-Request-Id`` that an access-log line also names, instead of uvicorn's plain text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.errors import InvalidRequest
+from gateway.families import render_default_error
+from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, new_request_id
+
+access_log = logging.getLogger("gateway.access")
+
+LINGER_S = 2.0  # the longest a closed connection's remaining input is read and dropped
+REFUSED = "The request could not be parsed as HTTP/1.1 (a malformed request line or header)."
+
+
+class LingeringTransport:
+    """A proxy of a connection's transport whose ``close`` lingers (see the module's docstring);
+    everything else is the transport's own."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop,
+                 body_arriving: Callable[[], bool]) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._body_arriving = body_arriving
+        self.lingering = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self._transport.is_closing()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self.lingering:
+            self._transport.write(data)
+
+    def pause_reading(self) -> None:
+        if not self.lingering:  # what the client still sends must be read, to be dropped
+            self._transport.pause_reading()
+
+    def close(self) -> None:
+        if self.lingering or self._transport.is_closing():
+            return
+        if not self._body_arriving():
+            self._transport.close()
+            return
+        self.lingering = True
+        self._transport.resume_reading()
+        if self._transport.can_write_eof():
+            self._transport.write_eof()  # FIN once the answer is written
+        self._timer = self._loop.call_later(LINGER_S, self.close_now)
+
+    def close_now(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._transport.is_closing():
+            self._transport.close()
+
+
+class GatewayHttpTools(HttpToolsProtocol):
+    _head_timer: asyncio.TimerHandle | None = None
+    _lingering: LingeringTransport | None = None
+    _in_body = False  # a request head was parsed and its body has not all arrived
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._lingering = LingeringTransport(transport, self.loop,  # type: ignore[arg-type]
+                                             lambda: self._in_body)
+        super().connection_made(self._lingering)  # type: ignore[arg-type]
+        self._arm_head_timer()
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering is not None and self._lingering.lingering:
+            return  # the rest of a body nobody will read
+        super().data_received(data)
+
+    def eof_received(self) -> None:
+        if self._lingering is not None and self._lingering.lingering:
+            self._lingering.close_now()
+            return
+        super().eof_received()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_head_timer()
+
+    def on_headers_complete(self) -> None:
+        self._cancel_head_timer()
+        self._in_body = True
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._in_body = False
+        super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        if self._lingering is not None:
+            self._lingering.close_now()
+        super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        rid = new_request_id()
+        body = render_default_error(InvalidRequest(REFUSED))
+        head = [b"HTTP/1.1 400 Bad Request\r\n"]
+        for name, value in self.server_state.default_headers:  # date (and server, when on)
+            head += [name, b": ", value, b"\r\n"]
+        head.append(f"content-type: {JSON_MEDIA_TYPE}\r\ncontent-length: {len(body)}\r\n"
+                    f"{REQUEST_ID_HEADER}: {rid}\r\nconnection: close\r\n\r\n".encode("latin-1"))
+        self.transport.write(b"".join(head) + body)
+        access_log.info(orjson.dumps({"request_id": rid, "status": 400,
+                                      "error": "request refused by the HTTP parser"}).decode())
+        self.transport.close()
+
+    # --- the head deadline -------------------------------------------------------------------------
+    def _arm_head_timer(self) -> None:
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.timeout_keep_alive, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            # A pipelined head waits while the request before it is served: its time starts then.
+            self._arm_head_timer()
+        elif self._lingering is not None:
+            self._lingering.close_now()

@@ -1,0 +1,48 @@
+"""An answer given before the request body is read (413 from Content-Length; the rest of the body
+still on its way) reaches the client on every server: the connection is closed only after the
+client stopped sending (a lingering close), never with unread input, which makes the kernel send a
+reset that the client sees instead of the answer. uvicorn closed at once until the gateway served
+it with its own protocol (``gateway.uvicorn_protocol``)."""
+
+from __future__ import annotations
+
+import io
+
+import aiohttp
+import orjson
+import pytest
+
+from gateway.app import create_app
+from gateway.servers import SERVERS
+from tests.conftest import MakeConfig
+from tests.servers import embedded
+
+LIMIT = 64 * 1024
+BODY = b"x" * (8 * 1024 * 1024)  # far more than the socket buffers hold: the client is still writing
+
+
+@pytest.mark.parametrize("server", SERVERS)
+async def test_early_413_is_read_by_a_client_still_sending(server: str, make_config: MakeConfig) -> None:
+    app = create_app(make_config(limits={"json_body_bytes": LIMIT}), load_entrypoints=False)
+    port, task, ask = embedded.start(app, server)
+    try:
+        async with aiohttp.ClientSession() as session:
+            for _ in range(200):  # until it listens
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/healthz") as ready:
+                        if ready.status == 200:
+                            break
+                except aiohttp.ClientConnectionError:
+                    pass
+            for _ in range(3):  # each on a new connection, the last one closed by the server
+                async with session.post(f"http://127.0.0.1:{port}/v1/chat/completions", data=io.BytesIO(BODY),
+                                        headers={"Authorization": "Bearer sk-anything",
+                                                 "Content-Type": "application/json"}) as resp:
+                    answer = orjson.loads(await resp.read())
+                    assert resp.status == 413, answer
+                    assert answer["error"]["code"] == "request_too_large"
+                    assert resp.headers["x-service-request-id"].startswith("req_")
+            async with session.get(f"http://127.0.0.1:{port}/healthz") as after:
+                assert after.status == 200  # and it goes on serving
+    finally:
+        await embedded.stop(task, ask)
