@@ -7,14 +7,14 @@ benchmark's reference floor (``bench/floor.py``), so that both are measured on t
 Each is configured by ``gateway.server_config``: the request-head deadline, and what is possible
 for the requests its HTTP parser refuses.
 
-- ``granian`` (the default: the fastest that passes the whole suite): a Rust HTTP server, served
-  HTTP/1.1-only (``gateway.server_config.GRANIAN_HTTP``: its HTTP/1+h2c mode never times out a
-  connection that sends nothing). Its parent process supervises the worker processes, even with
-  one worker.
-- ``uvicorn``: uvloop and the httptools parser; one worker runs in this process. The gateway costs
-  somewhat less CPU per request on it (``make bench-servers``), but it fails four tests of the suite:
-  an early answer to an oversized upload (413 before the body is read) is lost to a connection
-  reset, since uvicorn closes the socket with the unread body still arriving.
+- ``uvicorn`` (the default: the fastest that passes the whole suite; ``make bench-servers``):
+  uvloop and the httptools parser, with the gateway's own HTTP/1 protocol class
+  (``gateway.uvicorn_protocol``: the request-head deadline, a lingering close so that an early 413
+  reaches a client still sending its body, and the parser's refusals in the gateway's envelope);
+  one worker runs in this process, several under uvicorn's supervisor.
+- ``granian``: a Rust HTTP server, served HTTP/1.1-only (``gateway.server_config.GRANIAN_HTTP``:
+  its HTTP/1+h2c mode never times out a connection that sends nothing). Its parent process
+  supervises the worker processes, even with one worker. Its parser's refusals are a bare 400.
 - ``hypercorn``: the one that speaks HTTP/2 (over TLS and as h2c on plain TCP); one worker runs in
   this process.
 """
@@ -33,8 +33,8 @@ from typing import Any
 
 log = logging.getLogger("gateway.serve")
 
-DEFAULT_SERVER = "granian"
-SERVERS = ("granian", "uvicorn", "hypercorn")
+DEFAULT_SERVER = "uvicorn"
+SERVERS = ("uvicorn", "granian", "hypercorn")
 METRICS_DIR_ENV = "GATEWAY_METRICS_DIR"  # plugins.metrics_share reads it (gateway/ never imports plugins)
 FACTORY_ENV = "GATEWAY_SERVER_FACTORY"  # the real factory, for worker_factory in worker processes
 
