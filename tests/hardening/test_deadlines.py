@@ -10,8 +10,7 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
 
 import orjson
 import pytest
@@ -29,18 +28,6 @@ HEAD_S = 1.0  # limits.header_timeout_s in these tests
 DEFAULT_HEAD_S = 5.0  # issue 16: "300 slow-header connections were cut at 5 s"
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 SLOW_HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: "
-
-
-async def _serving(app: Any, server: str) -> tuple[str, Callable[[], Awaitable[None]]]:
-    """``app`` on ``server``, configured as ``gateway serve`` configures it; once it answers."""
-    port, task, ask = embedded.start(app, server)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(1000):
-        with contextlib.suppress(OSError):
-            if (await raw_http(base, HEALTHZ)).startswith(b"HTTP/1.1 200"):
-                break
-        await asyncio.sleep(0.01)
-    return base, lambda: embedded.stop(task, ask)
 
 
 async def cut_after(base_url: str, data: bytes, limit_s: float) -> tuple[float, bytes]:
@@ -69,7 +56,7 @@ async def test_request_header_deadline(server: str, make_config: MakeConfig) -> 
     on every server, configured by the same functions as ``gateway serve``'s (the CLI itself:
     ``test_serve_limits.py``); the server goes on serving."""
     app = create_app(make_config(limits={"header_timeout_s": HEAD_S}), load_entrypoints=False)
-    base, stop = await _serving(app, server)
+    base, stop = await embedded.serving(app, server)
     try:
         slow = asyncio.gather(*(cut_after(base, SLOW_HEAD, 4 * HEAD_S) for _ in range(20)))
         healthz = asyncio.create_task(raw_http(base, HEALTHZ))
@@ -85,7 +72,7 @@ async def test_request_header_deadline_default(make_config: MakeConfig) -> None:
     """Without ``limits``, the deadline is 5 s on the default server (granian waits 30 s unless told)."""
     assert make_config().limits.header_timeout_s == DEFAULT_HEAD_S
     app = create_app(make_config(), load_entrypoints=False)
-    base, stop = await _serving(app, DEFAULT_SERVER)
+    base, stop = await embedded.serving(app, DEFAULT_SERVER)
     try:
         elapsed, _ = await cut_after(base, SLOW_HEAD, 2 * DEFAULT_HEAD_S)
         assert DEFAULT_HEAD_S - 0.5 < elapsed < DEFAULT_HEAD_S + 2, elapsed

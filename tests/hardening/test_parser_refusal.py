@@ -25,8 +25,6 @@ request id, never a 5xx.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -85,15 +83,9 @@ class Served:
 async def served(request: pytest.FixtureRequest, make_config: MakeConfig) -> AsyncIterator[Served]:
     """The gateway on each server, configured as ``gateway serve`` configures it."""
     app = Recording(create_app(make_config(), load_entrypoints=False))
-    port, task, ask = embedded.start(app, request.param)
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(1000):
-        with contextlib.suppress(OSError):
-            if (await raw_http(base, HEALTHZ)).startswith(b"HTTP/1.1 200"):
-                break
-        await asyncio.sleep(0.01)
+    base, stop = await embedded.serving(app, request.param)
     yield Served(request.param, base, app)
-    await embedded.stop(task, ask)
+    await stop()
 
 
 def _request(head: bytes) -> bytes:

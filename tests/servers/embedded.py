@@ -15,6 +15,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import uvicorn
 
 from gateway import server_config
@@ -95,6 +96,23 @@ def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None],
     task = asyncio.create_task(worker_serve(wrap_app(app, hyper.wsgi_max_body_size, "asgi"), hyper,
                                             sockets=sockets, shutdown_trigger=shutdown.wait))
     return port, task, shutdown.set
+
+
+async def serving(app: Any, server: str | None = None) -> tuple[str, Callable[[], Awaitable[None]]]:
+    """``app`` served as ``start`` serves it, once it answers ``GET /healthz``: its base URL and
+    a function that stops it."""
+    port, task, ask = start(app, server)
+    base = f"http://127.0.0.1:{port}"
+    async with aiohttp.ClientSession() as probe:
+        for _ in range(1000):
+            if task.done():
+                task.result()  # raises the start-up error
+            with contextlib.suppress(aiohttp.ClientError):
+                async with probe.get(base + "/healthz") as resp:
+                    if resp.status == 200:
+                        break
+            await asyncio.sleep(0.01)
+    return base, lambda: stop(task, ask)
 
 
 async def stop(task: asyncio.Task[None], ask: Callable[[], None]) -> None:

@@ -24,25 +24,18 @@ BODY = b"x" * (8 * 1024 * 1024)  # far more than the socket buffers hold: the cl
 @pytest.mark.parametrize("server", SERVERS)
 async def test_early_413_is_read_by_a_client_still_sending(server: str, make_config: MakeConfig) -> None:
     app = create_app(make_config(limits={"json_body_bytes": LIMIT}), load_entrypoints=False)
-    port, task, ask = embedded.start(app, server)
+    base, stop = await embedded.serving(app, server)
     try:
         async with aiohttp.ClientSession() as session:
-            for _ in range(200):  # until it listens
-                try:
-                    async with session.get(f"http://127.0.0.1:{port}/healthz") as ready:
-                        if ready.status == 200:
-                            break
-                except aiohttp.ClientConnectionError:
-                    pass
             for _ in range(3):  # each on a new connection, the last one closed by the server
-                async with session.post(f"http://127.0.0.1:{port}/v1/chat/completions", data=io.BytesIO(BODY),
+                async with session.post(f"{base}/v1/chat/completions", data=io.BytesIO(BODY),
                                         headers={"Authorization": "Bearer sk-anything",
                                                  "Content-Type": "application/json"}) as resp:
                     answer = orjson.loads(await resp.read())
                     assert resp.status == 413, answer
                     assert answer["error"]["code"] == "request_too_large"
                     assert resp.headers["x-service-request-id"].startswith("req_")
-            async with session.get(f"http://127.0.0.1:{port}/healthz") as after:
+            async with session.get(f"{base}/healthz") as after:
                 assert after.status == 200  # and it goes on serving
     finally:
-        await embedded.stop(task, ask)
+        await stop()
