@@ -19,6 +19,7 @@ from aiohttp import web
 
 from gateway.app import create_app
 from gateway.servers import DEFAULT_SERVER, SERVERS
+from tests import loopback
 from tests.conftest import GatewayHandle, MakeConfig, StartGateway
 from tests.hardening.conftest import raw_http, user_and_key
 from tests.servers import embedded
@@ -116,12 +117,8 @@ async def _stall(request: web.Request) -> web.StreamResponse:
 async def stalling() -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", _stall)
-    runner = web.AppRunner(app, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
-    await runner.cleanup()
+    async with loopback.serving(app, handler_cancellation=True) as base:
+        yield base
 
 
 async def _gateway(gateway_server: StartGateway, make_config: MakeConfig, base_url: str) -> GatewayHandle:

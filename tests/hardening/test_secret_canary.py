@@ -23,6 +23,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from tests import loopback
 from tests.conftest import ADMIN_KEY, GatewayHandle, MakeConfig, SimulatorHandle, StartGateway
 from tests.hardening.conftest import raw_http, user_and_key
 
@@ -147,12 +148,8 @@ async def callbacks() -> AsyncIterator[tuple[str, list[bytes]]]:
 
     app = web.Application()
     app.router.add_post("/{tail:.*}", hook)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield f"http://127.0.0.1:{runner.addresses[0][1]}/hook", received
-    await runner.cleanup()
+    async with loopback.serving(app, access_log=None) as base:
+        yield f"{base}/hook", received
 
 
 FINAL = (b'"SUCCESS"', b'"FAILURE"')  # imagetask's and music's final statuses, as called back

@@ -20,6 +20,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from tests import loopback
 from tests.conftest import GatewayHandle, MakeConfig, StartGateway
 from tests.hardening.conftest import user_and_key
 
@@ -64,13 +65,8 @@ async def faulty() -> AsyncIterator[str]:
     app.router.add_post("/v1/chat/completions", _fault)
     app.router.add_post("/v1/messages", _fault)
     app.router.add_post("/v1beta/models/{model}:{method}", _fault)
-    runner = web.AppRunner(app, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+    async with loopback.serving(app, handler_cancellation=True) as base:
+        yield base
 
 
 @pytest_asyncio.fixture

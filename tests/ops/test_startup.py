@@ -20,6 +20,7 @@ import yaml
 from aiohttp import web
 
 from gateway.config import parse_config
+from tests import loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 40.0
@@ -99,12 +100,8 @@ async def impostor() -> AsyncIterator[int]:
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    yield int(runner.addresses[0][1])
-    await runner.cleanup()
+    async with loopback.serving(app) as base:
+        yield int(base.rsplit(":", 1)[1])
 
 
 async def test_a_foreign_listener_is_never_taken_for_the_simulator(tmp_path: Path, impostor: int) -> None:

@@ -18,6 +18,7 @@ from gateway.cli import main as cli_main
 from gateway.config import Config, ConfigError, parse_config
 from gateway.plugins import collect_adapters, make_plugin_manager
 from gateway.upstream.pool import join_url
+from tests import loopback
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "config" / "examples"
 SECRETS = {name: f"secret-{name.lower()}" for name in (
@@ -120,13 +121,8 @@ async def receiver() -> AsyncIterator[Receiver]:
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", record)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    yield Receiver(f"http://127.0.0.1:{port}", recorded)
-    await runner.cleanup()
+    async with loopback.serving(app) as base:
+        yield Receiver(base, recorded)
 
 
 # example -> (model to call, "chat" or "embed", the path and query the upstream must see, headers

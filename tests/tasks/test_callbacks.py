@@ -20,6 +20,7 @@ from gateway.config import Config
 from gateway.tasks import engine_of
 from gateway.tasks.callbacks import CallbackSender, Delivery
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination
+from tests import loopback
 from tests.conftest import StartGateway
 from tests.tasks.helpers import balance_nano, submit, until, wait_stored, wait_task, with_user
 
@@ -50,13 +51,9 @@ async def receiver() -> AsyncIterator[Receiver]:
 
     app = web.Application()
     app.router.add_post("/{tail:.*}", hook)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    rec.port = runner.addresses[0][1]
-    yield rec
-    await runner.cleanup()
+    async with loopback.serving(app, access_log=None) as base:
+        rec.port = int(base.rsplit(":", 1)[1])
+        yield rec
 
 
 async def test_callbacks_reach_an_allowed_receiver(gateway_server: StartGateway, receiver: Receiver,
