@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from starlette.routing import Route
 
 from gateway.errors import GatewayError
-from tests.hardening.threaded import ThreadedGateway
+from tests.hardening.threaded import ThreadedGateway, running
 
 EXAMPLES = 60  # per endpoint; the whole module stays well under a minute
 PROMPT = "sim:tokens=2 hi"
@@ -82,10 +82,8 @@ JSON = st.recursive(
 
 @pytest.fixture(scope="module")
 def tgw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedGateway]:
-    gateway = ThreadedGateway(Path(tmp_path_factory.mktemp("fuzz")) / "gateway.db")
-    gateway.start()
-    yield gateway
-    gateway.stop()
+    with running(Path(tmp_path_factory.mktemp("fuzz")) / "gateway.db") as gateway:
+        yield gateway
 
 
 def _places(doc: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

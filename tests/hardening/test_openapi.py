@@ -37,7 +37,7 @@ from gateway.hookspecs import hookimpl
 from gateway.http import endpoint
 from gateway.openapi import build_document, documented
 from tests.hardening.test_fuzz import JSON, PUBLIC, SEEDS, _credential, _envelope_of, _shape
-from tests.hardening.threaded import ThreadedGateway
+from tests.hardening.threaded import ThreadedGateway, running
 
 EXAMPLES = 25  # per operation (33 JSON operations); the module stays well under a minute
 REF = re.compile(r"^#/components/(schemas|securitySchemes)/(.+)$")
@@ -46,10 +46,8 @@ PARAMETER = re.compile(r"\{(\w+)\}")
 
 @pytest.fixture(scope="module")
 def tgw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedGateway]:
-    gateway = ThreadedGateway(Path(tmp_path_factory.mktemp("openapi")) / "gateway.db")
-    gateway.start()
-    yield gateway
-    gateway.stop()
+    with running(Path(tmp_path_factory.mktemp("openapi")) / "gateway.db") as gateway:
+        yield gateway
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,10 @@ plain function, and the clients here are blocking ``http.client`` calls."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,3 +104,14 @@ class ThreadedGateway:
             return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
         finally:
             conn.close()
+
+
+@contextlib.contextmanager
+def running(database: Path) -> Iterator[ThreadedGateway]:
+    """A started ``ThreadedGateway`` on the SQLite file ``database``, stopped afterwards."""
+    gateway = ThreadedGateway(database)
+    gateway.start()
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
