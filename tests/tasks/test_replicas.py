@@ -125,7 +125,9 @@ async def test_dead_pollers_leases_are_taken_over(gateway_server: StartGateway, 
                                                   task_config: Callable[..., Config]) -> None:
     config = task_config(database=database_url)
     gw = await with_user(await gateway_server(config))
-    task_id = (await submit(gw, "imagine", {"prompt": "orphan sim:dur200"})).json()["result"]
+    # Long enough that the claim below never races the task's end: this process's own poller
+    # claims it too, every 0.1 s, and a short task could be finished before the claim succeeds.
+    task_id = (await submit(gw, "imagine", {"prompt": "orphan sim:dur1500"})).json()["result"]
     storage = gw.gateway.storage
     # Another replica claims it and dies without a word: nobody polls it until its lease ends.
     await wait_stored(gw, task_id,
@@ -137,9 +139,10 @@ async def test_dead_pollers_leases_are_taken_over(gateway_server: StartGateway, 
                    if t.task_id == task_id]
         await asyncio.sleep(0.005)
     assert claimed, "could not claim the task"
-    await asyncio.sleep(0.4)
+    await asyncio.sleep(0.4)  # four poll intervals
     stored = await storage.get_task(task_id)
-    assert stored is not None and stored.finished_at is None  # leased away: not polled
+    # Leased away: not polled (every poll is a transition, which bumps the version).
+    assert stored is not None and stored.finished_at is None and stored.version == claimed[0].version
     done = await wait_stored(gw, task_id, lambda t: t.finished_at is not None, timeout_s=5)
     assert done.status == "SUCCESS" and done.billing_status == "charged"
 
