@@ -41,20 +41,16 @@ an upgrade that changes it is noticed.
 
 from __future__ import annotations
 
-import logging
 import math
 import sys
 from typing import Any
 
-import orjson
 from granian.constants import HTTPModes
 from granian.http import HTTP1Settings
 from hypercorn.config import Config as HypercornConfig
 
-from gateway.http import REQUEST_ID_HEADER, new_request_id
-from gateway.uvicorn_protocol import GatewayHttpTools
-
-access_log = logging.getLogger("gateway.access")
+from gateway.http import REQUEST_ID_HEADER
+from gateway.uvicorn_protocol import GatewayHttpTools, refused_request_id
 
 _HEADER = REQUEST_ID_HEADER.lower().encode("latin-1")
 _SERVER_ERROR_PATH = "_send_error_response"  # hypercorn's own 4xx answer (protocol/h11.py)
@@ -82,8 +78,5 @@ class GatewayHypercornConfig(HypercornConfig):
     def response_headers(self, protocol: str) -> list[tuple[bytes, bytes]]:
         headers = super().response_headers(protocol)
         if sys._getframe(1).f_code.co_name == _SERVER_ERROR_PATH:
-            rid = new_request_id()
-            headers.append((_HEADER, rid.encode("ascii")))
-            line = {"request_id": rid, "error": "request refused by the HTTP parser"}
-            access_log.info(orjson.dumps(line).decode())
+            headers.append((_HEADER, refused_request_id().encode("ascii")))
         return headers

@@ -36,6 +36,15 @@ LINGER_S = 2.0  # the longest a closed connection's remaining input is read and 
 REFUSED = "The request could not be parsed as HTTP/1.1 (a malformed request line or header)."
 
 
+def refused_request_id() -> str:
+    """A fresh request id for a request the server's HTTP parser refused, and the access-log line
+    that names it (so what the client saw can be found); uvicorn's and hypercorn's refusals."""
+    rid = new_request_id()
+    access_log.info(orjson.dumps({"request_id": rid, "status": 400,
+                                  "error": "request refused by the HTTP parser"}).decode())
+    return rid
+
+
 class LingeringTransport:
     """A proxy of a connection's transport whose ``close`` lingers (see the module's docstring);
     everything else is the transport's own."""
@@ -124,7 +133,7 @@ class GatewayHttpTools(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        rid = new_request_id()
+        rid = refused_request_id()
         body = render_default_error(InvalidRequest(REFUSED))
         head = [b"HTTP/1.1 400 Bad Request\r\n"]
         for name, value in self.server_state.default_headers:  # date (and server, when on)
@@ -132,8 +141,6 @@ class GatewayHttpTools(HttpToolsProtocol):
         head.append(f"content-type: {JSON_MEDIA_TYPE}\r\ncontent-length: {len(body)}\r\n"
                     f"{REQUEST_ID_HEADER}: {rid}\r\nconnection: close\r\n\r\n".encode("latin-1"))
         self.transport.write(b"".join(head) + body)
-        access_log.info(orjson.dumps({"request_id": rid, "status": 400,
-                                      "error": "request refused by the HTTP parser"}).decode())
         self.transport.close()
 
     # --- the head deadline -------------------------------------------------------------------------
