@@ -35,6 +35,7 @@ from gateway.offload import BUDGET_BODIES, BodyWorkBudget, return_freed_memory_t
 from gateway.openapi import documented
 from gateway.plugins import collect_adapters, collect_families, make_plugin_manager
 from gateway.records import RequestLog
+from gateway.routing import ExactPathDispatch, lean_handlers
 from gateway.storage import open_storage
 from gateway.upstream.pool import UpstreamPool
 
@@ -88,11 +89,14 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
 class GatewayApp(Starlette):
     """Starlette without its outermost ServerErrorMiddleware: ``EdgeMiddleware``, outermost here,
     already answers whatever escapes the routes in the path's family envelope, so that layer would
-    only wrap ``send`` once more on every request."""
+    only wrap ``send`` once more on every request. Fixed paths are dispatched by dict lookup, and
+    function endpoints run without Starlette's second exception layer (``gateway.routing``)."""
 
     def build_middleware_stack(self) -> ASGIApp:
         handlers = {k: v for k, v in self.exception_handlers.items() if k not in (500, Exception)}
-        app: ASGIApp = ExceptionMiddleware(self.router, handlers=handlers, debug=self.debug)
+        lean_handlers(self.router.routes)
+        dispatch = ExactPathDispatch(self.router)
+        app: ASGIApp = ExceptionMiddleware(dispatch, handlers=handlers, debug=self.debug)
         for cls, args, kwargs in reversed(self.user_middleware):
             app = cls(app, *args, **kwargs)
         return app
