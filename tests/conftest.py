@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import hypothesis  # noqa: F401  (see below)
 import orjson
 import pytest
 import pytest_asyncio
@@ -31,6 +32,10 @@ from starlette.applications import Starlette
 from gateway.config import Config, parse_config
 from gateway.context import Gateway
 
+# hypothesis is imported above, at collection, on purpose: otherwise a run of test folders that do
+# not use it imports it from its pytest plugin's end-of-session summary, and CPython 3.11.7's
+# ast.parse (pytest's assertion rewrite) can then fail with "SystemError: AST constructor recursion
+# depth mismatch" when a garbage collection runs finalizers in the middle of it.
 ADMIN_KEY = "admin-test-key"
 STARTUP_TIMEOUT_S = 10.0
 
