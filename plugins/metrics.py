@@ -74,6 +74,7 @@ class Metrics:
         self.tokens: defaultdict[tuple[str, str], int] = defaultdict(int)
         self.soft_limits: defaultdict[str, int] = defaultdict(int)  # scope -> crossings announced
         self._routes: set[str] = set()
+        self._route_of: dict[str, str] = {}  # path -> its route label
         from plugins.metrics_ops import CallSeries  # it builds on this module's helpers
 
         self.calls = CallSeries()  # spend by model and group, time to first token
@@ -81,11 +82,16 @@ class Metrics:
     def _route(self, path: str) -> str:
         """The route label: the model taken out of the path (it has its own label), and a bound
         on how many there can be (task ids in paths would otherwise grow the series forever)."""
+        known = self._route_of.get(path)
+        if known is not None:
+            return known
         route = _MODEL_IN_PATH.sub(r"\1/models/{model}", path)
         if route not in self._routes:
             if len(self._routes) >= MAX_ROUTES:
                 return "other"
             self._routes.add(route)
+        if len(self._route_of) < MAX_ROUTES:  # the paths seen first, remembered (bounded too)
+            self._route_of[path] = route
         return route
 
     def observe(self, log: RequestLog) -> None:

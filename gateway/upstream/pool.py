@@ -98,6 +98,8 @@ class UpstreamPool:
         found = self._targets.get(model_id, [])
         if capability is not None:
             found = [t for t in found if self.can(t.protocol, capability)]
+        if len(found) < 2:  # nothing to order: the common case of one upstream per model
+            return list(found)
         by_priority: dict[int, list[Target]] = defaultdict(list)
         for target in found:
             by_priority[target.upstream.priority].append(target)
