@@ -79,6 +79,7 @@ class ExactPathDispatch:
                     match, child_scope = route.matches(scope)
                     if match is Match.FULL:
                         scope.setdefault("router", self.router)
+                        scope["route"] = route  # as the Router records it (the /metrics label)
                         scope.update(child_scope)
                         await route.handle(scope, receive, send)
                         return

@@ -20,7 +20,8 @@ from .envelopes import assert_error
 
 def _named(name: str) -> Any:
     async def handler(request: Request) -> Response:
-        return JSONResponse({"route": name, "params": request.path_params})
+        return JSONResponse({"route": name, "params": request.path_params,
+                             "template": request.scope["route"].path})  # what /metrics labels
 
     return handler
 
@@ -57,8 +58,9 @@ def test_a_fixed_path_that_an_earlier_route_matches_is_left_to_the_router() -> N
 
 async def test_the_route_starlette_would_pick_answers(shadows: Any) -> None:
     reply = await shadows.request("GET", "/probe/fixed")
-    assert reply.json() == {"route": "template", "params": {"name": "fixed"}}
-    assert (await shadows.request("GET", "/solo")).json()["route"] == "solo get"
+    assert reply.json() == {"route": "template", "params": {"name": "fixed"}, "template": "/probe/{name}"}
+    assert (await shadows.request("GET", "/solo")).json() == {"route": "solo get", "params": {},
+                                                              "template": "/solo"}
     assert (await shadows.request("POST", "/solo")).json()["route"] == "solo post"
     assert_error(await shadows.request("PUT", "/solo"), "chat", 405, "method_not_allowed")
 
