@@ -41,15 +41,16 @@ def _can_match(route: BaseRoute, path: str) -> bool:
 
 
 def exact_path_table(routes: Sequence[BaseRoute]) -> dict[str, tuple[Route, ...]]:
-    """Each fixed path and its routes, in order, where no earlier route of another path (a
-    template, a mount) could take the request first."""
+    """Each fixed path and its routes, in order, up to the first route of another path (a
+    template, a mount) that could take the request before them: that one and those after it are
+    left to the Router."""
     table: dict[str, list[Route]] = {}
     shadowed: set[str] = set()
     for i, route in enumerate(routes):
         path = _plain_path(route)
         if path is None or path in shadowed or not isinstance(route, Route):
             continue
-        if path not in table and any(_plain_path(r) != path and _can_match(r, path) for r in routes[:i]):
+        if any(_plain_path(r) != path and _can_match(r, path) for r in routes[:i]):
             shadowed.add(path)
             continue
         table.setdefault(path, []).append(route)
@@ -98,10 +99,10 @@ def bare_request_response(endpoint: Endpoint) -> ASGIApp:
 
 
 def lean_handlers(routes: Sequence[BaseRoute]) -> None:
-    """Swap Starlette's ``request_response`` wrapper of each plain function endpoint for
+    """Swap Starlette's ``request_response`` wrapper of each async function endpoint for
     ``bare_request_response`` (routes built with their own middleware or an ASGI app are left)."""
     for route in routes:
-        if not isinstance(route, Route) or not inspect.isfunction(route.endpoint):
-            continue
+        if not isinstance(route, Route) or not inspect.iscoroutinefunction(route.endpoint):
+            continue  # a sync function runs in Starlette's thread pool: left to request_response
         if getattr(route.app, "__qualname__", "") == "request_response.<locals>.app":
             route.app = bare_request_response(route.endpoint)

@@ -34,7 +34,11 @@ class Shadows:
         async def refuses(request: Request) -> Response:  # no ``endpoint`` wrapper
             raise InvalidRequest("no", param="x")
 
-        return [Route("/probe/{name}", _named("template"), methods=["GET"]),
+        def sync_endpoint(request: Request) -> Response:  # Starlette runs it in its thread pool
+            return JSONResponse({"route": "sync"})
+
+        return [Route("/sync", sync_endpoint, methods=["GET"]),
+                Route("/probe/{name}", _named("template"), methods=["GET"]),
                 Route("/probe/fixed", _named("fixed, shadowed"), methods=["GET"]),
                 Route("/solo", _named("solo get"), methods=["GET"]),
                 Route("/solo", _named("solo post"), methods=["POST"]),
@@ -50,10 +54,13 @@ def test_a_fixed_path_that_an_earlier_route_matches_is_left_to_the_router() -> N
     routes: list[BaseRoute] = [Route("/a/{x}", _named("t")), Route("/a/b", _named("b")),
                                Mount("/m", routes=[]), Route("/m/c", _named("c")),
                                Route("/d", _named("d1"), methods=["GET"]),
-                               Route("/d", _named("d2"), methods=["POST"])]
+                               Route("/d", _named("d2"), methods=["POST"]),
+                               Route("/e", _named("e1"), methods=["GET"]), Route("/{any}", _named("t2")),
+                               Route("/e", _named("e2"), methods=["POST"])]
     table = exact_path_table(routes)
-    assert set(table) == {"/d"}
-    assert [r.name for r in table["/d"]] == ["handler", "handler"] and len(table["/d"]) == 2
+    assert set(table) == {"/d", "/e"}
+    assert table["/d"] == (routes[4], routes[5])
+    assert table["/e"] == (routes[6],)  # a POST /e goes to the Router, which picks /{any}
 
 
 async def test_the_route_starlette_would_pick_answers(shadows: Any) -> None:
@@ -63,6 +70,7 @@ async def test_the_route_starlette_would_pick_answers(shadows: Any) -> None:
                                                               "template": "/solo"}
     assert (await shadows.request("POST", "/solo")).json()["route"] == "solo post"
     assert_error(await shadows.request("PUT", "/solo"), "chat", 405, "method_not_allowed")
+    assert (await shadows.request("GET", "/sync")).json() == {"route": "sync"}
 
 
 async def test_an_unwrapped_route_error_is_still_the_family_envelope(shadows: Any) -> None:
