@@ -25,7 +25,8 @@ from gateway.storage.base import (
     TaskRecord,
     UserChanges,
 )
-from gateway.storage.sql_common import _LIVE, _TASK_COLUMNS, _USER_COLUMNS, SqlStorage, Tx, _task, _user
+from gateway.storage.sql_common import _LIVE, _USER_COLUMNS, SqlStorage, Tx, _user
+from gateway.storage.sql_tasks import TASK_COLUMNS, task_from_row
 
 _ADJUST_LEDGER = """INSERT INTO ledger
 (ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano, note)
@@ -154,6 +155,6 @@ class SqlAdmin(SqlStorage):
         async with self._snapshot() as tx:
             counted = await tx.fetchall("SELECT COUNT(*) AS n FROM tasks WHERE user_id = ?", (user_id,))
             rows = await tx.fetchall(
-                f"SELECT {_TASK_COLUMNS} FROM tasks WHERE user_id = ? ORDER BY created_at DESC, task_id "
+                f"SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ? ORDER BY created_at DESC, task_id "
                 "LIMIT ? OFFSET ?", (user_id, page_size, (page - 1) * page_size))
-        return [_task(r) for r in rows], counted[0]["n"]
+        return [task_from_row(r) for r in rows], counted[0]["n"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -29,7 +29,6 @@ from gateway.storage.base import (
     Reservation,
     Settlement,
     Storage,
-    TaskRecord,
     UnchargedEntry,
 )
 from gateway.storage.migrations import load_migrations
@@ -69,9 +68,6 @@ _LIVE = "deleted_at IS NULL"  # a deleted user keeps its row (ledger, logs) but 
 _KEY_COLUMNS = ("id, user_id, name, key_hash, masked, enabled, quota_nano, spent_nano, reserved_nano, "
                 "models, allow_ips, expires_at, created_at, rpm, tpm, soft_limit_nano")
 _KEY_EDITABLE = frozenset(KeyChanges.__struct_fields__)
-_TASK_FIELDS: tuple[str, ...] = TaskRecord.__struct_fields__
-_TASK_COLUMNS = ", ".join(_TASK_FIELDS)
-_TASK_EDITABLE = frozenset(_TASK_FIELDS) - {"task_id", "version"}
 # A durable hold (a media task's) has no process to outlive: its task closes it.
 _ORPHANED = ("created_at < {now} - ? AND instance <> '" + DURABLE_HOLDER + "' AND NOT EXISTS ("
              "SELECT 1 FROM instances i WHERE i.instance = reservations.instance"
@@ -100,10 +96,6 @@ def _key(row: Row) -> KeyRecord:
                      models=_json_list(row["models"]), allow_ips=_json_list(row["allow_ips"]),
                      expires_at=row["expires_at"], created_at=row["created_at"], rpm=row["rpm"],
                      tpm=row["tpm"], soft_limit_nano=row["soft_limit_nano"])
-
-
-def _task(row: Row) -> TaskRecord:
-    return TaskRecord(**{f: row[f] for f in _TASK_FIELDS})
 
 
 def _reservation(row: Row) -> Reservation:
@@ -369,35 +361,3 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
         rows = await tx.fetchall(
             "UPDATE meta SET value = value + 1 WHERE name = 'auth_version' RETURNING value")
         return int(rows[0]["value"])
-
-    # --- media tasks -----------------------------------------------------------------------------
-    async def create_task(self, task: TaskRecord) -> TaskRecord:
-        now = time.time()
-        task = msgspec.structs.replace(task, version=0, created_at=task.created_at or now,
-                                       updated_at=task.updated_at or task.created_at or now)
-        values = msgspec.structs.astuple(task)
-        await self._write(lambda tx: tx.execute(
-            f"INSERT INTO tasks ({_TASK_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values))
-        return task
-
-    async def get_task(self, task_id: str) -> TaskRecord | None:
-        row = await self._fetch_one(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,))
-        return _task(row) if row else None
-
-    async def update_task_cas(self, task_id: str, expected_version: int,
-                              changes: Mapping[str, Any]) -> TaskRecord | None:
-        unknown = set(changes) - _TASK_EDITABLE
-        if unknown:
-            raise ValueError(f"not editable task fields: {sorted(unknown)}")
-        sets = {"updated_at": time.time(), **changes}
-        rows = await self._write(lambda tx: tx.fetchall(
-            f"UPDATE tasks SET {', '.join(f'{f} = ?' for f in sets)}, version = version + 1 "
-            f"WHERE task_id = ? AND version = ? RETURNING {_TASK_COLUMNS}",
-            (*sets.values(), task_id, expected_version)))
-        return _task(rows[0]) if rows else None
-
-    async def due_tasks(self, now: float, limit: int) -> list[TaskRecord]:
-        rows = await self._fetch(
-            f"SELECT {_TASK_COLUMNS} FROM tasks WHERE next_poll_at IS NOT NULL AND next_poll_at <= ? "
-            "ORDER BY next_poll_at LIMIT ?", (float(now), limit))
-        return [_task(r) for r in rows]

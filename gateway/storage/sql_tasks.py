@@ -1,5 +1,7 @@
-"""The task engine's storage, written once for both SQL backends and mixed into ``SqlStorage``
-(whose ``create_task``/``get_task``/``update_task_cas``/``due_tasks`` it builds on).
+"""The task engine's storage, written once for both SQL backends and mixed into ``SqlStorage``.
+
+* The records themselves: ``create_task``, ``get_task``, ``update_task_cas`` (a compare-and-swap
+  on ``version``) and ``due_tasks``.
 
 * ``claim_due_tasks``: the poller takes due tasks under a lease (``lease_owner``/``lease_until``,
   migration 0003): one replica polls a task at a time, and a lease that expires (its replica died)
@@ -21,6 +23,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
+
 from gateway.storage import sql_money as m
 from gateway.storage.base import Settlement, TaskCallback, TaskRecord
 
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _FIELDS: tuple[str, ...] = TaskRecord.__struct_fields__
-_COLUMNS = ", ".join(_FIELDS)
+TASK_COLUMNS = ", ".join(_FIELDS)
 _EDITABLE = frozenset(_FIELDS) - {"task_id", "version"}
 _DUE = "next_poll_at IS NOT NULL AND next_poll_at <= ? AND (lease_until IS NULL OR lease_until < ?)"
 _QUEUE_CALLBACK = ("INSERT INTO task_callbacks (task_id, url, body, attempts, next_at, created_at) "
@@ -55,6 +59,40 @@ class SqlTaskStore:
 
         async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[Any]: ...
 
+        async def _fetch_one(self, sql: str, args: Sequence[Any] = ()) -> Any: ...
+
+
+    async def create_task(self, task: TaskRecord) -> TaskRecord:
+        now = time.time()
+        task = msgspec.structs.replace(task, version=0, created_at=task.created_at or now,
+                                       updated_at=task.updated_at or task.created_at or now)
+        values = msgspec.structs.astuple(task)
+        await self._write(lambda tx: tx.execute(
+            f"INSERT INTO tasks ({TASK_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values))
+        return task
+
+    async def get_task(self, task_id: str) -> TaskRecord | None:
+        row = await self._fetch_one(f"SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,))
+        return task_from_row(row) if row else None
+
+    async def update_task_cas(self, task_id: str, expected_version: int,
+                              changes: Mapping[str, Any]) -> TaskRecord | None:
+        unknown = set(changes) - _EDITABLE
+        if unknown:
+            raise ValueError(f"not editable task fields: {sorted(unknown)}")
+        sets = {"updated_at": time.time(), **changes}
+        rows = await self._write(lambda tx: tx.fetchall(
+            f"UPDATE tasks SET {', '.join(f'{f} = ?' for f in sets)}, version = version + 1 "
+            f"WHERE task_id = ? AND version = ? RETURNING {TASK_COLUMNS}",
+            (*sets.values(), task_id, expected_version)))
+        return task_from_row(rows[0]) if rows else None
+
+    async def due_tasks(self, now: float, limit: int) -> list[TaskRecord]:
+        rows = await self._fetch(
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE next_poll_at IS NOT NULL AND next_poll_at <= ? "
+            "ORDER BY next_poll_at LIMIT ?", (float(now), limit))
+        return [task_from_row(r) for r in rows]
+
     async def claim_due_tasks(self, now: float, limit: int, owner: str, lease_s: float) -> list[TaskRecord]:
         """Up to ``limit`` due tasks whose lease is free or expired, now leased to ``owner`` until
         ``now + lease_s``; oldest due first. The lease does not change ``version``."""
@@ -65,7 +103,7 @@ class SqlTaskStore:
         skip = " FOR UPDATE SKIP LOCKED" if self.dialect.name == "postgresql" else ""
         sql = (f"UPDATE tasks SET lease_owner = ?, lease_until = ? WHERE task_id IN ("
                f"SELECT task_id FROM tasks WHERE {_DUE} ORDER BY next_poll_at LIMIT ?{skip}) "
-               f"AND {_DUE} RETURNING {_COLUMNS}")
+               f"AND {_DUE} RETURNING {TASK_COLUMNS}")
         args = (owner, now + lease_s, now, now, limit, now, now)
         rows = await self._write(lambda tx: tx.fetchall(sql, args))
         tasks = [task_from_row(r) for r in rows]
@@ -92,7 +130,7 @@ class SqlTaskStore:
         sets.setdefault("updated_at", time.time())
         sql = (f"UPDATE tasks SET {', '.join(f'{f} = ?' for f in sets)}, version = version + 1, "
                f"lease_owner = NULL, lease_until = NULL WHERE task_id = ? AND version = ? "
-               f"RETURNING {_COLUMNS}")
+               f"RETURNING {TASK_COLUMNS}")
         args = (*sets.values(), task_id, expected_version)
 
         async def fn(tx: m.Tx) -> TaskRecord | None:
@@ -142,8 +180,8 @@ class SqlTaskStore:
         found: list[TaskRecord] = []
         ids = list(dict.fromkeys(task_ids))
         for part in m.chunks(ids):
-            rows = await self._fetch(f"SELECT {_COLUMNS} FROM tasks WHERE task_id IN {m.in_list(len(part))}",
-                                     part)
+            rows = await self._fetch(
+                f"SELECT {TASK_COLUMNS} FROM tasks WHERE task_id IN {m.in_list(len(part))}", part)
             found += [task_from_row(r) for r in rows]
         return found
 
