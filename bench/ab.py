@@ -1,7 +1,7 @@
 """``python -m bench.ab OTHER_TREE``: the gateway of this tree against the gateway of another
 checkout (e.g. ``git worktree add /tmp/before HEAD~1``) and the floor, on the same simulator,
-alternated round by round, so that a change is measured on a machine whose load drifts (every
-figure is the median of the rounds).
+alternated round by round (every other round in reverse order), so that a change is measured on a
+machine whose load drifts (every figure is the median of the rounds).
 
 Scenarios: same-format chat non-stream at concurrency 1 and 16 (wrk) and the time to the first
 byte of a chat stream at concurrency 1. Environment: BENCH_SERVER, BENCH_SECONDS (per
@@ -64,8 +64,10 @@ def main() -> int:
                 measure.check(target, chat)
                 measure.measure(target, chat, 16, 1)  # warm up
             load = [os.getloadavg()[0]]
-            for _ in range(rounds):
-                for target in targets:
+            for round_no in range(rounds):
+                # Every other round in reverse: a target measured always right after another one
+                # (warmer caches, a CPU clock still up) would otherwise be favoured every round.
+                for target in targets if round_no % 2 == 0 else reversed(targets):
                     for conc in (1, 16):
                         f = measure.measure(target, chat, conc, seconds)
                         figures.setdefault(f"{target.name} c={conc} cpu_us", []).append(f.cpu_us)
