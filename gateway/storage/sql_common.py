@@ -46,6 +46,7 @@ class Dialect(msgspec.Struct, frozen=True):
     now: str  # Unix seconds (float) by the database's clock
     day: str  # UTC day 'YYYY-MM-DD' of the Unix-seconds expression {col}
     migration_lock: str | None = None  # serialises concurrent starts
+    without_rowid: str = ""  # the table option that stores rows in their primary key's B-tree
 
 
 SQLITE = Dialect(
@@ -53,6 +54,7 @@ SQLITE = Dialect(
     pk="INTEGER PRIMARY KEY AUTOINCREMENT",
     now="((julianday('now') - 2440587.5) * 86400.0)",
     day="strftime('%Y-%m-%d', {col}, 'unixepoch')",
+    without_rowid="WITHOUT ROWID",
 )
 POSTGRES = Dialect(
     name="postgresql",
@@ -144,7 +146,7 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
             for migration in load_migrations():
                 if migration.version in done:
                     continue
-                for statement in migration.statements(self.dialect.pk):
+                for statement in migration.statements(self.dialect.pk, self.dialect.without_rowid):
                     await tx.execute(statement)
                 await tx.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
                                  (migration.version, migration.name, time.time()))

@@ -1,6 +1,7 @@
 """Versioned schema migrations: ``NNNN_name.sql`` files in this package, applied in order at open.
 
-Files are dialect-neutral SQL; ``{pk}`` stands for the dialect's auto-increment primary key. Each
+Files are dialect-neutral SQL; ``{pk}`` stands for the dialect's auto-increment primary key and
+``{without_rowid}`` for SQLite's ``WITHOUT ROWID`` table option (empty on PostgreSQL). Each
 applied version is recorded in ``schema_migrations``; a version is never edited once released, a
 change is a new file.
 """
@@ -21,8 +22,8 @@ class Migration(msgspec.Struct, frozen=True):
     name: str
     sql: str
 
-    def statements(self, pk: str) -> list[str]:
-        text = _COMMENT.sub("", self.sql).replace("{pk}", pk)
+    def statements(self, pk: str, without_rowid: str = "") -> list[str]:
+        text = _COMMENT.sub("", self.sql).replace("{pk}", pk).replace("{without_rowid}", without_rowid)
         return [s.strip() for s in text.split(";") if s.strip()]
 
 

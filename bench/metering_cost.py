@@ -1,0 +1,134 @@
+"""What the metering's database writes cost per call, without HTTP: the ``Meter`` on SQLite, as
+``gateway serve`` runs it, reserving and settling calls one after another.
+
+    .venv/bin/python -m bench.metering_cost [--calls 3000] [--dir /tmp]
+
+Figures, each CPU of this process (user + system) per call:
+
+* ``paced``: one call at a time with 1 ms between its reservation and its settlement (an upstream
+  that answers in 1 ms: concurrency 1). Each reservation is its own transaction; the settlements
+  are group-committed every ``flush_interval_s``.
+* ``back to back``: the same without the pause.
+* ``16 at once``: 16 such paced callers together, so the reservations are group-committed too.
+* ``bare transaction``: ``BEGIN IMMEDIATE``, one ``UPDATE`` of one row, ``COMMIT``, on a file in the
+  same directory with the gateway's pragmas: the fixed cost (locks, WAL frames) any transaction
+  pays, however little it writes.
+* ``idle wake``: the event loop woken by a 1 ms timer with nothing else to do (subtracted from the
+  paced figures, which sleep as often).
+
+This is the part of the hot path that a transaction per call costs at concurrency 1, measured on
+its own, where the end-to-end benchmark cannot separate it (``bench/results/profile-after.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+from gateway.metering.meter import Meter
+from gateway.records import KeyRecord, Principal, RequestLog
+from gateway.servers import event_loop_factory
+from gateway.storage import open_storage
+
+PAUSE_S = 0.001
+HOLD_NANO = 1_000_000
+CHARGE_NANO = 400_000
+
+
+def _log(request_id: str, principal: Principal) -> RequestLog:
+    return RequestLog(request_id=request_id, created_at=time.time(), user_id=principal.user.id,
+                      key_id=principal.key.id, token_name=principal.key.name, route="/v1/chat/completions",
+                      family="chat", model="bench", status=200, outcome="success", prompt_tokens=12,
+                      completion_tokens=30)
+
+
+async def _idle_wakes(n: int, pause_s: float) -> float:
+    start = time.process_time()
+    for _ in range(n):
+        await asyncio.sleep(pause_s)
+    return time.process_time() - start
+
+
+async def _meter_figures(directory: Path, calls: int) -> dict[str, float]:
+    storage = open_storage(f"sqlite:///{directory}/metering.db")
+    await storage.open()
+    user = await storage.create_user("bench", "default", 10**18, "bench-token", "bench-topup")
+    key = await storage.create_key(KeyRecord(id=0, user_id=user.id, name="bench", key_hash="bench", masked="sk-b"))
+    principal = Principal(key, user, "127.0.0.1")
+    meter = Meter(storage, "bench-metering")
+    await meter.start()
+    serial = 0
+
+    async def one(pause_s: float) -> None:
+        nonlocal serial
+        serial += 1
+        request_id = f"bench-{serial}"
+        hold = await meter.reserve(request_id, principal, HOLD_NANO)
+        if pause_s:
+            await asyncio.sleep(pause_s)
+        meter.finish(_log(request_id, principal), hold, CHARGE_NANO)
+
+    async def run(callers: int, pause_s: float) -> float:
+        per_caller = calls // callers
+        await meter.flush()
+        start = time.process_time()
+
+        async def caller() -> None:
+            for _ in range(per_caller):
+                await one(pause_s)
+
+        await asyncio.gather(*(caller() for _ in range(callers)))
+        await meter.flush()
+        return (time.process_time() - start) / (per_caller * callers)
+
+    try:
+        await run(1, 0.0)  # warm up: statement cache, pages
+        idle = await _idle_wakes(calls, PAUSE_S) / calls
+        paced = await run(1, PAUSE_S) - idle
+        back_to_back = await run(1, 0.0)
+        together = await run(16, PAUSE_S) - idle / 16  # 16 callers share each wake
+        return {"paced": paced, "back to back": back_to_back, "16 at once": together, "idle wake": idle}
+    finally:
+        await meter.stop()
+        await storage.close()
+
+
+def _bare_transaction(directory: Path, n: int) -> float:
+    conn = sqlite3.connect(directory / "bare.db", isolation_level=None)
+    for pragma in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA wal_autocheckpoint = 0"):
+        conn.execute(pragma)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
+    conn.execute("INSERT INTO t VALUES (1, 0)")
+    start = time.process_time()
+    for _ in range(n):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE t SET v = v + 1 WHERE id = 1")
+        conn.execute("COMMIT")
+    spent = time.process_time() - start
+    conn.close()
+    return spent / n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--dir", default=None, help="where the databases are made (default: the temp dir)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        directory = Path(tmp)
+        factory = event_loop_factory()
+        with asyncio.Runner(loop_factory=factory) as runner:
+            figures = runner.run(_meter_figures(directory, args.calls))
+        figures["bare transaction"] = _bare_transaction(directory, args.calls)
+    print(f"{args.calls} calls, SQLite {sqlite3.sqlite_version}, {'uvloop' if factory else 'asyncio'}\n")
+    print("| figure | CPU us per call |\n|---|---:|")
+    for name, seconds in figures.items():
+        print(f"| {name} | {seconds * 1e6:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
