@@ -57,7 +57,8 @@ async def _meter_figures(directory: Path, calls: int) -> dict[str, float]:
     storage = open_storage(f"sqlite:///{directory}/metering.db")
     await storage.open()
     user = await storage.create_user("bench", "default", 10**18, "bench-token", "bench-topup")
-    key = await storage.create_key(KeyRecord(id=0, user_id=user.id, name="bench", key_hash="bench", masked="sk-b"))
+    key = await storage.create_key(KeyRecord(id=0, user_id=user.id, name="bench", key_hash="bench",
+                                             masked="sk-b"))
     principal = Principal(key, user, "127.0.0.1")
     meter = Meter(storage, "bench-metering")
     await meter.start()
@@ -99,8 +100,8 @@ async def _meter_figures(directory: Path, calls: int) -> dict[str, float]:
 
 def _bare_transaction(directory: Path, n: int) -> float:
     conn = sqlite3.connect(directory / "bare.db", isolation_level=None)
-    for pragma in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", "PRAGMA wal_autocheckpoint = 0"):
-        conn.execute(pragma)
+    for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 0"):
+        conn.execute(f"PRAGMA {pragma}")
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
     conn.execute("INSERT INTO t VALUES (1, 0)")
     start = time.process_time()

@@ -45,7 +45,8 @@ async def test_open_hold_survives_the_rebuild(tmp_path: Path) -> None:
         assert await storage.schema_version() == max(m.version for m in load_migrations())
         assert await storage.audit() == []
         held = await storage.open_reservations()
-        assert [(r.request_id, r.amount_nano, r.instance) for r in held] == [("in-flight", 300, "old-process")]
+        assert [(r.request_id, r.amount_nano, r.instance) for r in held] == [
+            ("in-flight", 300, "old-process")]
         hold = Reservation("in-flight", 1, 1, 300, "old-process")
         await storage.settle_many([Settlement(hold, 120)])
         await storage.settle_many([Settlement(hold, 120)])  # closed already: changes nothing
