@@ -10,9 +10,10 @@ Figures, each CPU of this process (user + system) per call:
   are group-committed every ``flush_interval_s``.
 * ``back to back``: the same without the pause.
 * ``16 at once``: 16 such paced callers together, so the reservations are group-committed too.
-* ``bare transaction``: ``BEGIN IMMEDIATE``, one ``UPDATE`` of one row, ``COMMIT``, on a file in the
-  same directory with the gateway's pragmas: the fixed cost (locks, WAL frames) any transaction
-  pays, however little it writes.
+* ``bare transaction``: ``BEGIN IMMEDIATE``, an ``UPDATE`` of one row in each of 1 (or 5) tables,
+  ``COMMIT``, on a file in the same directory with the gateway's pragmas: the fixed cost (locks, a
+  WAL frame per page) any transaction pays, and what each more page written costs. A reservation
+  writes 5 pages (the user, the key, the hold, the ledger row, SQLite's autoincrement counter).
 * ``idle wake``: the event loop woken by a 1 ms timer with nothing else to do (subtracted from the
   paced figures, which sleep as often).
 
@@ -98,16 +99,19 @@ async def _meter_figures(directory: Path, calls: int) -> dict[str, float]:
         await storage.close()
 
 
-def _bare_transaction(directory: Path, n: int) -> float:
-    conn = sqlite3.connect(directory / "bare.db", isolation_level=None)
+def _bare_transaction(directory: Path, n: int, pages: int) -> float:
+    """One row updated in each of ``pages`` tables: a commit appends that many pages to the WAL."""
+    conn = sqlite3.connect(directory / f"bare-{pages}.db", isolation_level=None)
     for pragma in ("journal_mode = WAL", "synchronous = NORMAL", "wal_autocheckpoint = 0"):
         conn.execute(f"PRAGMA {pragma}")
-    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
-    conn.execute("INSERT INTO t VALUES (1, 0)")
+    for table in range(pages):
+        conn.execute(f"CREATE TABLE t{table} (id INTEGER PRIMARY KEY, v INTEGER NOT NULL)")
+        conn.execute(f"INSERT INTO t{table} VALUES (1, 0)")
     start = time.process_time()
     for _ in range(n):
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("UPDATE t SET v = v + 1 WHERE id = 1")
+        for table in range(pages):
+            conn.execute(f"UPDATE t{table} SET v = v + 1 WHERE id = 1")
         conn.execute("COMMIT")
     spent = time.process_time() - start
     conn.close()
@@ -124,7 +128,9 @@ def main() -> None:
         factory = event_loop_factory()
         with asyncio.Runner(loop_factory=factory) as runner:
             figures = runner.run(_meter_figures(directory, args.calls))
-        figures["bare transaction"] = _bare_transaction(directory, args.calls)
+        for pages in (1, 5):
+            figures[f"bare transaction, {pages} page{'s' * (pages > 1)}"] = _bare_transaction(
+                directory, args.calls, pages)
     print(f"{args.calls} calls, SQLite {sqlite3.sqlite_version}, {'uvloop' if factory else 'asyncio'}\n")
     print("| figure | CPU us per call |\n|---|---:|")
     for name, seconds in figures.items():
