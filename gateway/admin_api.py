@@ -20,6 +20,7 @@ from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.families import DEFAULT_FAMILY
 from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.keys import generate_api_key, generate_user_token, hash_secret, mask_key, parse_network
+from gateway.metering.quota_leases import as_shown
 from gateway.money import nano_to_usd, usd_to_nano
 from gateway.openapi import documented
 from gateway.records import KeyRecord, UserRecord
@@ -131,17 +132,21 @@ class AdminOps:
         return {**user_json(user), "user_token": token}
 
     async def list_users(self) -> list[dict[str, Any]]:
-        return [user_json(u) for u in await self.storage.list_users()]
+        return [user_json(u) for u in await as_shown(self.storage, await self.storage.list_users())]
 
     async def get_user(self, user_id: int) -> dict[str, Any]:
-        return user_json(await self._user(user_id))
+        return await self.shown_json(await self._user(user_id))
+
+    async def shown_json(self, user: UserRecord) -> dict[str, Any]:
+        """``user_json`` of the user with what quota leases hold of its money counted as unspent."""
+        return user_json((await as_shown(self.storage, [user]))[0])
 
     async def topup(self, user_id: int, body: TopUp, request_id: str) -> dict[str, Any]:
         user = await self.storage.topup(user_id, usd_to_nano(body.amount_usd), request_id)
         if user is None:
             raise NotFound(f"No user with id {user_id}.")
         await self.changed()
-        return user_json(user)
+        return await self.shown_json(user)
 
     async def _user(self, user_id: int) -> UserRecord:
         user = await self.storage.get_user(user_id)
@@ -241,11 +246,13 @@ async def create_user(request: Request) -> Response:
 
 @endpoint(DEFAULT_FAMILY)
 async def list_users(request: Request) -> Response:
+    await get_gateway(request).meter.settled()  # read your writes: balances as the calls left them
     return json_response({"data": await _ops(request).list_users()})
 
 
 @endpoint(DEFAULT_FAMILY)
 async def get_user(request: Request) -> Response:
+    await get_gateway(request).meter.settled()  # read your writes
     return json_response(await _ops(request).get_user(_path_id(request)))
 
 

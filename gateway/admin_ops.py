@@ -24,7 +24,6 @@ from gateway.admin_api import (
     _path_id,
     name_taken,
     optional_nano,
-    user_json,
 )
 from gateway.errors import InvalidRequest, NotFound
 from gateway.families import DEFAULT_FAMILY
@@ -71,7 +70,7 @@ async def update_user(ops: AdminOps, user_id: int, body: UserPatch) -> dict[str,
     if user is None:
         raise NotFound(f"No user with id {user_id}.")
     await ops.changed()
-    return user_json(user)
+    return await ops.shown_json(user)
 
 
 async def delete_user(ops: AdminOps, user_id: int) -> None:
@@ -96,7 +95,7 @@ async def adjust(ops: AdminOps, user_id: int, body: Adjust, rid: str) -> dict[st
                              f"{nano_to_usd(current.balance_nano)} USD and may not go below 0.",
                              param="amount_usd", code="balance_below_zero")
     await ops.changed()
-    return user_json(user)
+    return await ops.shown_json(user)
 
 
 async def logs(ops: AdminOps, where: LogFilter, page: int, page_size: int) -> dict[str, Any]:
@@ -186,6 +185,9 @@ async def delete_user_route(request: Request) -> Response:
 async def adjust_route(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), Adjust)
+    # Read your writes: a lowering is checked against the balance as the calls left it (what this
+    # process's quota leases hold unused is given back first).
+    await get_gateway(request).meter.settled()
     return json_response(await adjust(ops, _path_id(request), body, request_id(request)))
 
 

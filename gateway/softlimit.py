@@ -71,7 +71,9 @@ def note(gateway: Gateway, principal: Principal) -> None:
 async def check(gateway: Gateway, user_id: int, key_id: int) -> None:
     """Announce the soft limits of this key and user that its settlement just reached."""
     try:
-        await gateway.meter.flush()  # the settlement this call made must be in the database
+        # The settlement this call made must be in the database (spending, not balances: the quota
+        # leases keep what they hold).
+        await gateway.meter.flush(return_leases=False)
         crossings = await gateway.storage.claim_soft_limit_crossings(user_id, key_id)
     except Exception:
         log.warning("soft limit check of key %d failed", key_id, exc_info=True)

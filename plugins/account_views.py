@@ -165,8 +165,7 @@ async def user_self(request: Request) -> Response:
     in RMB, and the number of settled calls."""
     gw = get_gateway(request)
     user = await gw.auth.authenticate_user_token(request)
-    await gw.meter.settled()  # read your writes: then read the balance again
-    user = await gw.storage.get_user(user.id) or user
+    user = await gw.meter.balance_view(user.id) or user  # read your writes
     rate = gw.config.billing.rmb_per_usd
     return _envelope({
         "id": user.id,

@@ -6,7 +6,9 @@ Policy
 * ``reserve`` is on the request path and waits for the database commit: a call never reaches an
   upstream on a hold that is not durable. The storage does it as one conditional transaction
   (user balance and key ceiling; see ``gateway.storage.base``); the SQL backends group concurrent
-  reserves into one transaction, each evaluated on its own.
+  reserves into one transaction, each evaluated on its own. With ``from_lease`` the hold is
+  carved in memory from a durable slab of the key's room that this process holds
+  (``quota_leases.py``), and only the slab's top-ups wait for a commit.
 * ``finish`` never waits: the settlement (the actual charge; above the reservation, the excess is
   taken at commit from what the key's ceiling and the user's balance still allow, and the rest
   recorded as ``uncharged``, see ``gateway.storage.sql_money.book_closures``) and the request log
@@ -38,6 +40,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from gateway.errors import InsufficientQuota, InvalidApiKey
+from gateway.metering.quota_leases import IDLE_RETURN_S, QuotaLeases, as_shown
 from gateway.metering.writer import BatchWriter
 from gateway.money import nano_to_usd
 from gateway.records import KeyRecord, Principal, RequestLog, UserRecord
@@ -66,6 +69,7 @@ class Meter:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopped = False
         self._abandoned: set[asyncio.Future[bool]] = set()  # reserve attempts whose caller left
+        self._leases = QuotaLeases(storage, instance_id, self._writer.put)
 
     @property
     def pending(self) -> int:
@@ -85,6 +89,8 @@ class Meter:
         self._tasks = [
             asyncio.create_task(self._every(self.heartbeat_s, self._heartbeat), name="meter-heartbeat"),
             asyncio.create_task(self._every(self.stale_after_s / 2, self._sweep), name="meter-sweeper"),
+            asyncio.create_task(self._every(IDLE_RETURN_S / 2, self._return_idle_leases),
+                                name="meter-lease-returns"),
         ]
 
     async def stop(self, timeout_s: float = 30.0) -> None:
@@ -99,15 +105,20 @@ class Meter:
         self._tasks = []
         if self._abandoned:
             await asyncio.wait(list(self._abandoned), timeout=timeout_s)
+        await self._leases.close(timeout_s)
         await self._writer.stop(timeout_s)
         if not self._writer.pending:
             released = await self.storage.release_instance_reservations(self.instance_id)
             if released:
                 logger.warning("released %d reservations still held at shutdown", released)
 
-    async def flush(self) -> None:
+    async def flush(self, *, return_leases: bool = True) -> None:
         """Wait until everything queued so far is committed (including the release of holds made
-        for callers that were cancelled while reserving)."""
+        for callers that were cancelled while reserving), after giving back what the quota leases
+        hold unused (unless ``return_leases`` is False): the database then shows every balance as
+        the calls left it."""
+        if return_leases:
+            self._leases.return_all()
         if self._abandoned:
             await asyncio.wait(list(self._abandoned))
         await self._writer.flush()
@@ -116,7 +127,9 @@ class Meter:
         """Read your writes: before a view of the request log or of balances, commit what this
         process has queued (the calls whose responses were already sent). The reader pays one
         group commit; the request path never waits. A database that does not answer within
-        ``timeout_s`` does not hold the view: it is served from what is committed (logged)."""
+        ``timeout_s`` does not hold the view: it is served from what is committed (logged). The
+        quota leases give back what they hold unused, so that balances show it."""
+        self._leases.return_all()
         if not self._writer.behind and not self._abandoned:
             return
         try:
@@ -124,11 +137,20 @@ class Meter:
         except TimeoutError:
             logger.warning("read-your-writes flush timed out after %gs; serving what is committed", timeout_s)
 
+    async def balance_view(self, user_id: int) -> UserRecord | None:
+        """A user as a view of balances shows it: read your writes (``settled``), and what quota
+        leases hold of its money counted as not spent (``quota_leases.as_shown``)."""
+        await self.settled()
+        user = await self.storage.get_user(user_id)
+        return None if user is None else (await as_shown(self.storage, [user]))[0]
+
     # --- the request path ------------------------------------------------------------------------
     async def reserve(self, request_id: str, principal: Principal, amount_nano: int, *,
-                      durable: bool = False) -> Reservation:
+                      durable: bool = False, from_lease: bool = False) -> Reservation:
         """Hold ``amount_nano`` against the key's ceiling and the user's balance, or raise
-        ``InsufficientQuota``. The hold is committed when this returns.
+        ``InsufficientQuota``. The hold is committed when this returns: a row of its own, or, with
+        ``from_lease``, a part of this process's quota lease on the key when it has one or can
+        take one (``quota_leases.py``; no database round trip while the lease lasts).
 
         ``durable``: the hold belongs to a durable record (a media task, ``gateway.tasks``), not to
         this process: it survives this process's stop or crash (no sweeper releases it), and the
@@ -138,6 +160,14 @@ class Meter:
         if amount_nano > MAX_NANO:  # e.g. max_tokens = 2**70: no balance can cover it
             raise InsufficientQuota("Insufficient quota: this request may cost more than "
                                     f"${nano_to_usd(MAX_NANO):.0f}.")
+        if from_lease and not durable:
+            carved = await self._leases.hold(request_id, principal, amount_nano)
+            if carved is not None:
+                return carved
+            # No slab to be had: the room is short. What this process's lease still holds unused is
+            # part of that room; it goes back (committed) before the call holds a row of its own.
+            if self._leases.return_key(principal.key.id):
+                await self._writer.flush()
         reservation = Reservation(request_id=request_id, user_id=principal.user.id,
                                   key_id=principal.key.id, amount_nano=amount_nano,
                                   instance=DURABLE_HOLDER if durable else self.instance_id)
@@ -172,6 +202,8 @@ class Meter:
             self._writer.put(log)
         else:
             log.charge_nano = min(max(charge_nano, 0), MAX_NANO)
+            if reservation.lease is not None:
+                reservation = self._leases.closing(reservation, log.charge_nano)
             self._writer.put(Settlement(reservation, log.charge_nano, log))
         if self._stopped:
             logger.warning("meter already stopped: settlement of %s is written only by a later flush",
@@ -197,6 +229,9 @@ class Meter:
     # --- background ------------------------------------------------------------------------------
     async def _heartbeat(self) -> None:
         await self.storage.heartbeat(self.instance_id)
+
+    async def _return_idle_leases(self) -> None:
+        self._leases.return_idle()
 
     async def _sweep(self) -> None:
         released = await self.storage.release_orphaned_reservations(self.stale_after_s)

@@ -26,6 +26,9 @@ from gateway.records import KeyRecord, RequestLog, UserRecord
 # the record's own state machine closes it (``transition_task``), so neither the orphan sweeper
 # nor a process's start or stop releases it. A task outlives the process that accepted it.
 DURABLE_HOLDER = "durable"
+# The request id of a quota lease's hold starts with this (``gateway.metering.quota_leases``); a
+# call's own request id never does (the gateway makes them: ``req_...``).
+LEASE_PREFIX = "lease:"
 
 
 class Reservation(msgspec.Struct, frozen=True):
@@ -35,6 +38,10 @@ class Reservation(msgspec.Struct, frozen=True):
     amount_nano: int
     instance: str  # the gateway process that holds it (see ``release_orphaned_reservations``),
     # or DURABLE_HOLDER
+    # The quota lease (``gateway.metering.quota_leases``) whose row holds this amount instead of a
+    # row of its own: closing it takes ``amount_nano`` out of that row. A hold whose ``lease`` is
+    # its own ``request_id`` is the lease itself: reserving it adds to the lease's row.
+    lease: str | None = None
 
 
 class Settlement(msgspec.Struct, frozen=True):
@@ -245,20 +252,31 @@ class Storage(ABC):
 
     # --- money -----------------------------------------------------------------------------------
     @abstractmethod
-    async def reserve(self, reservation: Reservation) -> bool:
-        """Atomically hold the amount; False (and no change at all) when it does not fit.
-        If the await is cancelled or fails, the hold may or may not exist: settle it with charge 0
-        (a no-op when absent). ``request_id`` must not name another open reservation."""
+    async def reserve(self, reservation: Reservation, room_nano: int | None = None) -> bool:
+        """Atomically hold the amount; False (and no change at all) when it does not fit, or when
+        the user's balance or the key's ceiling leave less than ``room_nano`` (default: the
+        amount). If the await is cancelled or fails, the hold may or may not exist: settle it with
+        charge 0 (a no-op when absent). ``request_id`` must not name another open reservation,
+        unless it is a quota lease's (``reservation.lease == reservation.request_id``): that one
+        is added to the lease's row."""
 
     @abstractmethod
     async def settle_many(self, settlements: Sequence[Settlement],
                           logs: Sequence[RequestLog] = ()) -> None:
         """Close many reservations and write their request logs in one transaction, plus ``logs``
         of calls that held no reservation. A settlement whose reservation is already closed has no
-        effect at all (no money, no log row)."""
+        effect at all (no money, no log row). One carved from a quota lease (``lease`` set) takes
+        its amount out of the lease's row; if that row no longer holds it (the lease was released
+        as an orphan), the charge is taken like a charge above a hold, from what the balance and
+        the key's ceiling allow now."""
 
     async def open_reservations(self, instance: str | None = None) -> list[Reservation]:
         """Open reservations, all or those of one gateway process."""
+        raise NotImplementedError
+
+    async def lease_holds(self, user_ids: Sequence[int]) -> dict[int, int]:
+        """What the quota leases of every process hold of each user's money (users holding none
+        are absent)."""
         raise NotImplementedError
 
     async def release_instance_reservations(self, instance: str) -> int:

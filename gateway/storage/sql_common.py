@@ -22,6 +22,7 @@ from gateway.records import KeyRecord, RequestLog, UserRecord
 from gateway.storage import sql_money as m
 from gateway.storage.base import (
     DURABLE_HOLDER,
+    LEASE_PREFIX,
     AuditProblem,
     DailyCost,
     KeyChanges,
@@ -98,6 +99,9 @@ def _key(row: Row) -> KeyRecord:
                      models=_json_list(row["models"]), allow_ips=_json_list(row["allow_ips"]),
                      expires_at=row["expires_at"], created_at=row["created_at"], rpm=row["rpm"],
                      tpm=row["tpm"], soft_limit_nano=row["soft_limit_nano"])
+
+
+AUTH_VERSION_SQL = "SELECT value FROM meta WHERE name = 'auth_version'"
 
 
 def _reservation(row: Row) -> Reservation:
@@ -269,23 +273,32 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
         return [_key(r) for r in rows]
 
     # --- money -----------------------------------------------------------------------------------
-    async def reserve(self, reservation: Reservation) -> bool:
-        return await self._reserves.reserve(reservation)
+    async def reserve(self, reservation: Reservation, room_nano: int | None = None) -> bool:
+        return await self._reserves.reserve(reservation, room_nano)
 
     async def settle_many(self, settlements: Sequence[Settlement],
                           logs: Sequence[RequestLog] = ()) -> None:
-        wanted: dict[str, Settlement] = {}
+        wanted: dict[str, Settlement] = {}  # holds of their own, by request id
+        carved: list[Settlement] = []  # holds carved from quota leases, each one closed
         for s in settlements:
-            wanted.setdefault(s.reservation.request_id, s)
-        if not wanted and not logs:
+            if s.reservation.lease is None:
+                wanted.setdefault(s.reservation.request_id, s)
+            else:
+                carved.append(s)
+        if not wanted and not carved and not logs:
             return
+        returns = {s.reservation.request_id for s in carved
+                   if s.reservation.lease == s.reservation.request_id}  # leases giving back
 
         async def fn(tx: Tx) -> None:
             closed = []
             for row in await m.delete_reservations(tx, list(wanted)):
                 s = wanted[row["request_id"]]
                 closed.append((row, max(s.charge_nano, 0), s.log))  # above the hold: see book_closures
-            await m.book_closures(tx, closed, count_requests=True, release_kind="release")
+            if carved:
+                closed += await m.close_from_leases(tx, carved)
+            await m.book_closures(tx, closed, count_requests=True, release_kind="release",
+                                  uncounted=returns)
             if logs:
                 await tx.executemany(m.INSERT_LOG, [m.log_row(log) for log in logs])
 
@@ -308,6 +321,16 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
         rows = await (self._fetch(sql + " ORDER BY created_at") if instance is None
                       else self._fetch(sql + " WHERE instance = ? ORDER BY created_at", (instance,)))
         return [_reservation(r) for r in rows]
+
+    async def lease_holds(self, user_ids: Sequence[int]) -> dict[int, int]:
+        held: dict[int, int] = {}
+        for part in m.chunks(sorted(set(user_ids))):
+            for row in await self._fetch(
+                    "SELECT user_id, CAST(SUM(amount_nano) AS BIGINT) AS held FROM reservations "
+                    f"WHERE request_id LIKE ? AND user_id IN {m.in_list(len(part))} GROUP BY user_id",
+                    (LEASE_PREFIX + "%", *part)):
+                held[int(row["user_id"])] = int(row["held"])
+        return held
 
     async def audit(self) -> list[AuditProblem]:
         async with self._snapshot() as tx:
@@ -353,7 +376,7 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
 
     # --- change notification --------------------------------------------------------------------
     async def auth_version(self) -> int:
-        return int((await self._fetch_one("SELECT value FROM meta WHERE name = 'auth_version'"))["value"])
+        return int((await self._fetch_one(AUTH_VERSION_SQL))["value"])
 
     async def bump_auth_version(self) -> int:
         return await self._write(self._bump)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
 
 from gateway.records import RequestLog
-from gateway.storage.base import AuditProblem, Reservation
+from gateway.storage.base import AuditProblem, Reservation, Settlement
 
 log = logging.getLogger(__name__)
 Row = Mapping[str, Any]  # sqlite3.Row and asyncpg.Record both index by column name
@@ -88,6 +88,9 @@ WHERE id = ? AND balance_nano >= ? AND EXISTS (
 _RESERVE_KEY = """UPDATE api_keys SET reserved_nano = reserved_nano + ?
 WHERE id = ? AND enabled AND (quota_nano IS NULL OR spent_nano + reserved_nano + ? <= quota_nano)"""
 _INSERT_RESERVATION = f"INSERT INTO reservations ({RES_COLUMNS}) VALUES (?, ?, ?, ?, ?, {{now}})"
+# A quota lease's hold (``gateway.metering.quota_leases``): one row per lease, topped up in place.
+_ADD_TO_LEASE = (_INSERT_RESERVATION + " ON CONFLICT (request_id) DO UPDATE SET "
+                 "amount_nano = reservations.amount_nano + excluded.amount_nano")
 INSERT_LEDGER = """INSERT INTO ledger
 (ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
@@ -96,16 +99,18 @@ INSERT_LEDGER_UNCHARGED = """INSERT INTO ledger
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 
-async def reserve_in_tx(tx: Tx, r: Reservation, now_sql: str) -> bool:
-    """False when the user's balance or the key's ceiling does not allow it (nothing changed);
-    raises NoFit when the key update lost a race after the user update (caller rolls back)."""
+async def reserve_in_tx(tx: Tx, r: Reservation, now_sql: str, room: int | None = None) -> bool:
+    """False when the user's balance or the key's ceiling does not allow it, or leaves less than
+    ``room`` (nothing changed); raises NoFit when the key update lost a race after the user update
+    (caller rolls back)."""
     a = r.amount_nano
-    if not await tx.execute(_RESERVE_USER, (a, r.user_id, a, r.key_id, a)):
+    need = a if room is None else max(room, a)
+    if not await tx.execute(_RESERVE_USER, (a, r.user_id, need, r.key_id, need)):
         return False
-    if not await tx.execute(_RESERVE_KEY, (a, r.key_id, a)):
+    if not await tx.execute(_RESERVE_KEY, (a, r.key_id, need)):
         raise NoFit
-    await tx.execute(_INSERT_RESERVATION.replace("{now}", now_sql),
-                     (r.request_id, r.user_id, r.key_id, a, r.instance))
+    insert = _ADD_TO_LEASE if r.lease is not None and r.lease == r.request_id else _INSERT_RESERVATION
+    await tx.execute(insert.replace("{now}", now_sql), (r.request_id, r.user_id, r.key_id, a, r.instance))
     await tx.execute(INSERT_LEDGER, (time.time(), "reserve", r.request_id, r.user_id, r.key_id, -a, 0, a))
     return True
 
@@ -121,15 +126,15 @@ class GroupReserve:
     def __init__(self, write: WriteFn, now_sql: str) -> None:
         self._write = write  # runs a function in one write transaction
         self._now_sql = now_sql
-        self._pending: list[tuple[Reservation, asyncio.Future[bool]]] = []
+        self._pending: list[tuple[Reservation, int | None, asyncio.Future[bool]]] = []
         self._batches: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
 
-    async def reserve(self, r: Reservation) -> bool:
+    async def reserve(self, r: Reservation, room: int | None = None) -> bool:
         if r.amount_nano < 0:
             raise ValueError("a reservation cannot be negative")
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._pending.append((r, future))
+        self._pending.append((r, room, future))
         if len(self._pending) == 1:  # the first waiter schedules a batch; later ones join it
             task = asyncio.create_task(self._run_batch())
             self._batches.add(task)
@@ -150,7 +155,7 @@ class GroupReserve:
             batch.sort(key=lambda item: (item[0].user_id, item[0].key_id))
 
             async def all_in_one(tx: Tx) -> list[bool]:
-                return [await reserve_in_tx(tx, r, self._now_sql) for r, _ in batch]
+                return [await reserve_in_tx(tx, r, self._now_sql, room) for r, room, _ in batch]
 
             results: list[bool | BaseException]
             try:
@@ -158,8 +163,8 @@ class GroupReserve:
             except Exception as exc:
                 if len(batch) > 1 and not isinstance(exc, NoFit):
                     log.warning("group reserve of %d failed (%s); retrying one by one", len(batch), exc)
-                results = [await self._alone(r) for r, _ in batch]
-            for (_, future), result in zip(batch, results, strict=True):
+                results = [await self._alone(r, room) for r, room, _ in batch]
+            for (_, _, future), result in zip(batch, results, strict=True):
                 if future.done():
                     continue
                 if isinstance(result, BaseException):
@@ -167,9 +172,9 @@ class GroupReserve:
                 else:
                     future.set_result(result)
 
-    async def _alone(self, r: Reservation) -> bool | BaseException:
+    async def _alone(self, r: Reservation, room: int | None) -> bool | BaseException:
         try:
-            return bool(await self._write(lambda tx: reserve_in_tx(tx, r, self._now_sql)))
+            return bool(await self._write(lambda tx: reserve_in_tx(tx, r, self._now_sql, room)))
         except NoFit:
             return False
         except Exception as exc:
@@ -196,8 +201,45 @@ async def delete_reservations(tx: Tx, request_ids: Sequence[str]) -> list[Row]:
     return rows
 
 
+_TAKE_FROM_LEASE = ("UPDATE reservations SET amount_nano = amount_nano - ? "
+                    "WHERE request_id = ? AND amount_nano >= ?")
+_DROP_EMPTY_LEASE = "DELETE FROM reservations WHERE request_id = ? AND amount_nano = 0"
+
+
+Closure = tuple[Row, int, "RequestLog | None"]  # a closed hold's row, its charge, its request log
+
+
+async def close_from_leases(tx: Tx, settlements: Sequence[Settlement]) -> list[Closure]:
+    """Close holds carved from quota leases: each lease's row gives up what its settlements close
+    (and goes when nothing is left in it). A lease row that no longer holds them (released as an
+    orphan while this process was thought dead) closes them as holds of 0: their charges are then
+    taken from what the balance and the key's ceiling allow now (``book_closures``), as a charge
+    above a hold would be, and the lease's own returns are dropped (the sweeper gave them back)."""
+    by_lease: dict[str, list[Settlement]] = {}
+    for s in settlements:
+        by_lease.setdefault(s.reservation.lease or "", []).append(s)
+    closed: list[Closure] = []
+    for lease_id in sorted(by_lease):  # reservation rows first, in one order (the module's lock order)
+        group = by_lease[lease_id]
+        total = sum(s.reservation.amount_nano for s in group)
+        held = await tx.execute(_TAKE_FROM_LEASE, (total, lease_id, total)) == 1
+        if held:
+            await tx.execute(_DROP_EMPTY_LEASE, (lease_id,))
+        elif total:
+            log.warning("quota lease %s no longer holds %d nano-USD for %d settlements: charged from the "
+                        "balance as it is now", lease_id, total, len(group))
+        for s in group:
+            r = s.reservation
+            if not held and r.request_id == lease_id:
+                continue
+            row = {"request_id": r.request_id, "user_id": r.user_id, "key_id": r.key_id,
+                   "amount_nano": r.amount_nano if held else 0}
+            closed.append((row, max(s.charge_nano, 0), s.log))
+    return closed
+
+
 async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | None]], *,
-                        count_requests: bool, release_kind: str) -> None:
+                        count_requests: bool, release_kind: str, uncounted: Collection[str] = ()) -> None:
     """Money effects of closed reservations: (reservation row, charge, log or None).
 
     A charge up to the reservation comes out of the hold. A charge above it (the upstream reported
@@ -205,7 +247,8 @@ async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | No
     ceiling still allow *now*, in this transaction: the rows are locked by the updates of the
     held part first (the lock order of this module), then read back, so a concurrent call on the
     same key or user can never make either overspend. Whatever could not be charged is written on
-    the log row (``uncharged_nano``) and as an ``uncharged`` ledger row (no money moves)."""
+    the log row (``uncharged_nano``) and as an ``uncharged`` ledger row (no money moves). Closures
+    named in ``uncounted`` (a quota lease giving back what it did not use) are not requests."""
     if not closed:
         return
     users: dict[int, list[int]] = {}  # id -> [balance delta, used delta, requests]
@@ -220,7 +263,7 @@ async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | No
         u = users.setdefault(user_id, [0, 0, 0])
         u[0] += amount - held
         u[1] += held
-        u[2] += int(count_requests)
+        u[2] += int(count_requests and row["request_id"] not in uncounted)
         k = keys.setdefault(key_id, [0, 0])
         k[0] += held
         k[1] += amount

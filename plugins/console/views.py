@@ -35,6 +35,7 @@ def _day_start(ts: float) -> int:
 async def console_summary(request: Request) -> Response:
     gw = get_gateway(request)
     user = await gw.auth.authenticate_user_token(request)
+    user = await gw.meter.balance_view(user.id) or user  # read your writes
     rate = gw.config.billing.rmb_per_usd
     today = _day_start(time.time())
     start = today - (DAYS - 1) * _DAY_S
@@ -67,6 +68,7 @@ async def console_summary(request: Request) -> Response:
 async def console_logs(request: Request) -> Response:
     gw = get_gateway(request)
     user = await gw.auth.authenticate_user_token(request)
+    await gw.meter.settled()  # read your writes: a call answered a moment ago is listed
     page, size = paging(request)
     found = await gw.storage.query_logs(log_filter(request, user_id=user.id), page, size)
     return json_response({"data": [log_json(log) for log in found.items], "total": found.total,

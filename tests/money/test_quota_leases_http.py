@@ -1,0 +1,67 @@
+"""Quota leases through HTTP with the official SDK: calls answered in one piece hold from one lease
+row per key and process; a stream holds a row of its own, named by its request id while it
+streams; the admin API and the account views show the balance as the calls left it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import openai
+
+from gateway.metering.audit import run_audit
+
+from .helpers import Account, new_account
+
+CALLS = 12
+
+
+async def _open_rows(account: Account) -> list[str]:
+    """The open holds of the account's key (the gateway serves other tests' accounts too)."""
+    return [r.request_id for r in await account.gw.gateway.storage.open_reservations()
+            if r.key_id == account.key_record["id"]]
+
+
+async def test_calls_in_one_piece_share_a_lease_streams_hold_their_own(fault_gw: Any) -> None:
+    account = await new_account(fault_gw)
+    instance = fault_gw.gateway.instance_id
+    async with openai.AsyncOpenAI(base_url=fault_gw.base_url + "/v1", api_key=account.key,
+                                  max_retries=0) as client:
+        # sim-flat answers after 100 ms, so these calls are all in flight together.
+        calls = [asyncio.create_task(client.chat.completions.with_raw_response.create(
+            model="sim-flat", max_tokens=20, messages=[{"role": "user", "content": f"sim:tokens=5 n{i}"}]))
+            for i in range(CALLS)]
+        await asyncio.sleep(0.06)
+        assert await _open_rows(account) == [f"lease:{instance}:{account.key_record['id']}"]
+        answers = [(await call).parse() for call in calls]
+        assert len(answers) == CALLS
+        # The admin API reads balances after the lease gave back what it holds unused.
+        reply = await fault_gw.admin("GET", f"/admin/users/{account.user['id']}")
+        assert reply.status == 200, reply.text
+        user = await fault_gw.gateway.storage.get_user(account.user["id"])
+        assert user is not None and user.used_nano > 0
+        assert round(reply.json()["quota_usd"] * 10**9) == user.balance_nano == 100 * 10**9 - user.used_nano
+        assert await _open_rows(account) == []
+
+        # sim-slow streams a token every 50 ms: its hold is a row of its own from the first byte on.
+        stream = await client.chat.completions.with_raw_response.create(
+            model="sim-slow", max_tokens=20, stream=True, stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": "sim:tokens=6 a stream"}])
+        stream_id = stream.headers["X-Service-Request-Id"]
+        chunks = stream.parse()
+        first = await chunks.__anext__()
+        assert first.id
+        assert stream_id in await _open_rows(account)
+        async for _ in chunks:
+            pass
+
+    await account.log_of(stream_id)
+    storage = fault_gw.gateway.storage
+    user = await storage.get_user(account.user["id"])
+    key = await storage.get_key(account.key_record["id"])
+    assert user is not None and key is not None
+    assert user.balance_nano == 100 * 10**9 - user.used_nano
+    assert user.used_nano == key.spent_nano > 0 and key.reserved_nano == 0
+    assert user.request_count == CALLS + 1
+    assert await _open_rows(account) == []
+    assert await run_audit(storage) == []
