@@ -121,10 +121,19 @@ class CallContext:
         # Every metered call reserves first: the rate limit is checked here, before any money is
         # held or any upstream asked (``gateway.ratelimit``).
         await admit_call(self.gateway, self.principal)
-        # A call answered in one piece holds from the quota lease (no database round trip); a
-        # stream holds a row of its own, named in the database before its first byte.
-        self.reservation = await self.gateway.meter.reserve(self.request_id, self.principal, amount_nano,
-                                                            from_lease=not self.is_stream)
+        # The hold comes from the quota lease (no database round trip); a stream's is moved into
+        # a row of its own while the upstream is called, and named before its first byte.
+        meter = self.gateway.meter
+        self.reservation = await meter.reserve(self.request_id, self.principal, amount_nano, from_lease=True)
+        if self.is_stream:
+            meter.name(self.reservation)
+
+    async def hold_named(self) -> None:
+        """Before anything of the answer can reach the client: a stream's hold, moved out of the
+        quota lease into a row of its own while the upstream was called, is in the database (a
+        crash mid-stream then releases and logs the call by its request id)."""
+        if self.reservation is not None and self.is_stream:
+            await self.gateway.meter.named(self.reservation)
 
     def mark_first_byte(self) -> None:
         if self.first_byte_ms is None:

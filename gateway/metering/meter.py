@@ -119,6 +119,7 @@ class Meter:
         the calls left it."""
         if return_leases:
             self._leases.return_all()
+        await self._leases.moves_done()
         if self._abandoned:
             await asyncio.wait(list(self._abandoned))
         await self._writer.flush()
@@ -130,6 +131,7 @@ class Meter:
         ``timeout_s`` does not hold the view: it is served from what is committed (logged). The
         quota leases give back what they hold unused, so that balances show it."""
         self._leases.return_all()
+        await self._leases.moves_done(timeout_s)
         if not self._writer.behind and not self._abandoned:
             return
         try:
@@ -193,6 +195,15 @@ class Meter:
             raise InsufficientQuota(refusal_message(amount_nano, key, user))
         return reservation
 
+    def name(self, hold: Reservation) -> None:
+        """Give a hold carved from a quota lease a row of its own, in the background (a stream's,
+        before its first byte: ``named``); a no-op for other holds."""
+        self._leases.name(hold)
+
+    async def named(self, hold: Reservation) -> None:
+        """Wait until the database names ``hold`` (``name``), or knows it cannot."""
+        await self._leases.named(hold)
+
     def finish(self, log: RequestLog, reservation: Reservation | None, charge_nano: int) -> None:
         """Queue the settlement (or only the log when nothing was reserved) and report the call to
         ``on_finished``. ``log.charge_nano`` is the cost to charge; once committed, the log holds
@@ -201,10 +212,9 @@ class Meter:
             log.charge_nano = 0
             self._writer.put(log)
         else:
-            log.charge_nano = min(max(charge_nano, 0), MAX_NANO)
-            if reservation.lease is not None:
-                reservation = self._leases.closing(reservation, log.charge_nano)
-            self._writer.put(Settlement(reservation, log.charge_nano, log))
+            charge = log.charge_nano = min(max(charge_nano, 0), MAX_NANO)
+            self._leases.settle(reservation, charge,
+                                lambda hold: self._writer.put(Settlement(hold, charge, log)))
         if self._stopped:
             logger.warning("meter already stopped: settlement of %s is written only by a later flush",
                            log.request_id)

@@ -34,9 +34,11 @@ The money rules hold as they do for holds of their own:
   rows of calls still in flight (their holds were inside the slab).
 
 Who asks for a lease is the caller's choice (``Meter.reserve(from_lease=True)``): the relay does
-for calls answered in one piece. A stream's hold is a row of its own, written before its first
-byte, so a crash mid-stream releases and logs that call by its request id; a media task's hold
-outlives the process (``durable``).
+for every call of the text families. A stream's hold is then moved out of the slab into a row of
+its own (``name``: one transaction, group-committed, no money moved) while the upstream is called,
+and the stream waits for that move before its first byte (``named``): so a crash mid-stream still
+releases and logs that call by its request id, and the commit is off the time to first byte. A
+media task's hold outlives the process (``durable``): never from a lease.
 """
 
 from __future__ import annotations
@@ -85,6 +87,19 @@ async def as_shown(storage: Storage, users: list[UserRecord]) -> list[UserRecord
             for u in users]
 
 
+def _moved(move: asyncio.Future[bool]) -> bool:
+    """Whether a move committed. One that failed is taken as not made: its hold is then closed out
+    of the slab, and if the move did commit after all, its own row stays open until this process's
+    shutdown releases it (the books still balance)."""
+    if move.cancelled():
+        return False
+    error = move.exception()
+    if error is not None:
+        log.warning("moving a hold out of its quota lease failed: %s", error)
+        return False
+    return bool(move.result())
+
+
 class QuotaLeases:
     """This process's leases, by key id. ``put`` queues a settlement for the batch writer."""
 
@@ -96,6 +111,7 @@ class QuotaLeases:
         self._carved: dict[str, _Lease] = {}  # request id -> the lease its hold came from
         self._extensions: set[asyncio.Future[bool]] = set()
         self._given_back: set[int] = set()  # keys whose unused slab went back since ``return_key``
+        self._moving: dict[str, asyncio.Future[bool]] = {}  # request id -> its hold's move (``name``)
 
     @property
     def holding(self) -> bool:
@@ -133,6 +149,53 @@ class QuotaLeases:
             self._extend(lease, amount_nano)  # topped up in the background: the next calls need not wait
         return Reservation(request_id=request_id, user_id=key.user_id, key_id=key.id,
                            amount_nano=amount_nano, instance=self._instance, lease=lease.id)
+
+    def name(self, hold: Reservation) -> None:
+        """Start moving a carved hold into a row of its own (see the module's docstring)."""
+        if hold.lease is None or hold.lease == hold.request_id or hold.request_id in self._moving:
+            return
+        move = asyncio.ensure_future(self._storage.reserve(hold))
+        self._moving[hold.request_id] = move
+
+        def done(move: asyncio.Future[bool]) -> None:
+            if _moved(move):
+                self._carved.pop(hold.request_id, None)  # no longer in the slab: its own row's now
+            elif not move.cancelled() and move.exception() is None:
+                log.warning("quota lease %s no longer held %s's hold: the call goes on held by the slab",
+                            hold.lease, hold.request_id)
+
+        move.add_done_callback(done)
+
+    async def named(self, hold: Reservation) -> None:
+        """Wait until ``hold``'s move (if one was started) is over."""
+        move = self._moving.get(hold.request_id)
+        if move is not None:
+            await asyncio.wait([move])
+
+    def settle(self, hold: Reservation, charge_nano: int, put: Callable[[Reservation], None]) -> None:
+        """``put`` the hold that the settlement of ``hold`` closes: a carved hold as ``closing``
+        says, one moved into its own row as it is; a settlement that comes while the move is still
+        being committed waits for it (``moves_done``)."""
+        if hold.lease is None:
+            put(hold)
+            return
+        move = self._moving.pop(hold.request_id, None)
+        if move is None:
+            put(self.closing(hold, charge_nano))
+        elif move.done():
+            put(self._after_move(hold, charge_nano, move))
+        else:
+            move.add_done_callback(lambda move: put(self._after_move(hold, charge_nano, move)))
+
+    async def moves_done(self, timeout_s: float | None = None) -> None:
+        """Wait for the moves being committed (and so for the settlements waiting on them)."""
+        if self._moving:
+            await asyncio.wait(list(self._moving.values()), timeout=timeout_s)
+
+    def _after_move(self, hold: Reservation, charge_nano: int, move: asyncio.Future[bool]) -> Reservation:
+        if _moved(move):
+            return msgspec.structs.replace(hold, lease=None)
+        return self.closing(hold, charge_nano)
 
     def closing(self, hold: Reservation, charge_nano: int) -> Reservation:
         """The part of the lease's row that the settlement of ``hold`` closes. While its lease is
@@ -182,6 +245,7 @@ class QuotaLeases:
         self.return_all()
         if self._extensions:
             await asyncio.wait(list(self._extensions), timeout=timeout_s)
+        await self.moves_done(timeout_s)
 
     def _return(self, lease: _Lease) -> None:
         """End ``lease``: its unused part is queued to go back to the balance. Calls still in flight

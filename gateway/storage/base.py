@@ -258,7 +258,8 @@ class Storage(ABC):
         amount). If the await is cancelled or fails, the hold may or may not exist: settle it with
         charge 0 (a no-op when absent). ``request_id`` must not name another open reservation,
         unless it is a quota lease's (``reservation.lease == reservation.request_id``): that one
-        is added to the lease's row."""
+        is added to the lease's row. A hold carved from a lease (``lease`` another id) is moved
+        out of the lease's row into a row of its own; False when the lease no longer holds it."""
 
     @abstractmethod
     async def settle_many(self, settlements: Sequence[Settlement],
@@ -271,7 +272,8 @@ class Storage(ABC):
         the key's ceiling allow now."""
 
     async def open_reservations(self, instance: str | None = None) -> list[Reservation]:
-        """Open reservations, all or those of one gateway process."""
+        """The open holds of calls and media tasks, all or those of one gateway process. A quota
+        lease's slab is no call's hold: ``lease_holds`` tells what slabs hold."""
         raise NotImplementedError
 
     async def lease_holds(self, user_ids: Sequence[int]) -> dict[int, int]:

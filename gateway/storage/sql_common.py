@@ -317,10 +317,11 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
         return await self._write(lambda tx: m.release_where(tx, "instance = ?", (instance,)))
 
     async def open_reservations(self, instance: str | None = None) -> list[Reservation]:
-        sql = f"SELECT {m.RES_COLUMNS} FROM reservations"
-        rows = await (self._fetch(sql + " ORDER BY created_at") if instance is None
-                      else self._fetch(sql + " WHERE instance = ? ORDER BY created_at", (instance,)))
-        return [_reservation(r) for r in rows]
+        sql = f"SELECT {m.RES_COLUMNS} FROM reservations WHERE request_id NOT LIKE ?"
+        args: tuple[str, ...] = (LEASE_PREFIX + "%",)
+        if instance is not None:
+            sql, args = sql + " AND instance = ?", (*args, instance)
+        return [_reservation(r) for r in await self._fetch(sql + " ORDER BY created_at", args)]
 
     async def lease_holds(self, user_ids: Sequence[int]) -> dict[int, int]:
         held: dict[int, int] = {}

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import msgspec
 
 from gateway.records import RequestLog
-from gateway.storage.base import AuditProblem, Reservation, Settlement
+from gateway.storage.base import LEASE_PREFIX, AuditProblem, Reservation, Settlement
 
 log = logging.getLogger(__name__)
 Row = Mapping[str, Any]  # sqlite3.Row and asyncpg.Record both index by column name
@@ -102,7 +102,10 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 async def reserve_in_tx(tx: Tx, r: Reservation, now_sql: str, room: int | None = None) -> bool:
     """False when the user's balance or the key's ceiling does not allow it, or leaves less than
     ``room`` (nothing changed); raises NoFit when the key update lost a race after the user update
-    (caller rolls back)."""
+    (caller rolls back). A hold carved from a quota lease (``r.lease`` another request id) is
+    moved out of the lease's row into a row of its own instead (``_move_out_of_lease``)."""
+    if r.lease is not None and r.lease != r.request_id:
+        return await _move_out_of_lease(tx, r, now_sql)
     a = r.amount_nano
     need = a if room is None else max(room, a)
     if not await tx.execute(_RESERVE_USER, (a, r.user_id, need, r.key_id, need)):
@@ -112,6 +115,19 @@ async def reserve_in_tx(tx: Tx, r: Reservation, now_sql: str, room: int | None =
     insert = _ADD_TO_LEASE if r.lease is not None and r.lease == r.request_id else _INSERT_RESERVATION
     await tx.execute(insert.replace("{now}", now_sql), (r.request_id, r.user_id, r.key_id, a, r.instance))
     await tx.execute(INSERT_LEDGER, (time.time(), "reserve", r.request_id, r.user_id, r.key_id, -a, 0, a))
+    return True
+
+
+async def _move_out_of_lease(tx: Tx, r: Reservation, now_sql: str) -> bool:
+    """The lease's row gives up ``r``'s amount to a row of ``r``'s own (False, nothing changed, when
+    it no longer holds it). No money moves and no ledger row is written: the user's and the key's
+    open holds, which ``gateway audit`` compares with the ledger, stay what they were."""
+    a = r.amount_nano
+    if await tx.execute(_TAKE_FROM_LEASE, (a, r.lease, a)) != 1:
+        return False
+    await tx.execute(_DROP_EMPTY_LEASE, (r.lease,))
+    await tx.execute(_INSERT_RESERVATION.replace("{now}", now_sql),
+                     (r.request_id, r.user_id, r.key_id, a, r.instance))
     return True
 
 
@@ -330,8 +346,9 @@ async def _charge_excess(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | N
 
 
 async def release_where(tx: Tx, where: str, args: Sequence[Any]) -> int:
-    """Release (charge 0) every open reservation matching ``where``, each logged as
-    ``crash_released``; returns how many."""
+    """Release (charge 0) every open reservation matching ``where``, each a ``crash_release``
+    ledger row and, for a call's hold, a ``crash_released`` request-log row (a quota lease's slab
+    is no request); returns how many."""
     rows = await tx.fetchall(f"DELETE FROM reservations WHERE {where} RETURNING {RES_COLUMNS}", args)
     if not rows:
         return 0
@@ -340,7 +357,7 @@ async def release_where(tx: Tx, where: str, args: Sequence[Any]) -> int:
     for part in chunks(key_ids):
         for k in await tx.fetchall(f"SELECT id, name FROM api_keys WHERE id IN {in_list(len(part))}", part):
             names[k["id"]] = k["name"]
-    closed = [(r, 0, RequestLog(
+    closed: list[Closure] = [(r, 0, None if str(r["request_id"]).startswith(LEASE_PREFIX) else RequestLog(
         request_id=r["request_id"], created_at=r["created_at"], user_id=r["user_id"], key_id=r["key_id"],
         token_name=names.get(r["key_id"], ""), route="", family="", model="", status=0,
         outcome="crash_released", error_code="crash_released")) for r in rows]

@@ -165,6 +165,11 @@ async def send(ctx: CallContext, target: Target, call: UpstreamCall, read: Reade
         raise await relay_error(pool, target, response)
     result = await read(target, response)
     ctx.mark_first_byte()
+    try:
+        await ctx.hold_named()  # committed while the upstream answered: nothing waits, mostly
+    except BaseException:
+        response.close()
+        raise
     return result
 
 
