@@ -55,6 +55,21 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
 """
 
 
+async def kill_when_busy(code: str, url: str, user_id: int, key_id: int) -> None:
+    """Run ``code`` (``CHILD`` or a variant) in a child process until it has made 300 calls, then
+    kill it with SIGKILL."""
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, url, str(user_id), str(key_id),
+        stdout=asyncio.subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": path})
+    try:
+        line = await asyncio.wait_for(child.stdout.readline(), 30)  # type: ignore[union-attr]
+    finally:
+        child.send_signal(signal.SIGKILL)
+        await child.communicate()
+    assert line.strip() == b"busy"
+
+
 @pytest.mark.slow
 async def test_sigkill_then_sweeper_leaves_clean_books(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/crash.db"
@@ -64,17 +79,7 @@ async def test_sigkill_then_sweeper_leaves_clean_books(tmp_path: Path) -> None:
         user = await storage.create_user("u", "default", BALANCE, "token-hash", "topup")
         key = await storage.create_key(KeyRecord(id=0, user_id=user.id, name="k", key_hash="key-hash",
                                                  masked="sk-..."))
-        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "PYTHONPATH": path}
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", CHILD, url, str(user.id), str(key.id),
-            stdout=asyncio.subprocess.PIPE, cwd=REPO, env=env)
-        try:
-            line = await asyncio.wait_for(child.stdout.readline(), 30)  # type: ignore[union-attr]
-        finally:
-            child.send_signal(signal.SIGKILL)
-            await child.communicate()
-        assert line.strip() == b"busy"
+        await kill_when_busy(CHILD, url, user.id, key.id)
 
         # At the moment of death the books balance; the dead process still holds reservations.
         held = await storage.open_reservations()

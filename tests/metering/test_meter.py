@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from gateway.errors import InsufficientQuota
 from gateway.metering.audit import run_audit
@@ -18,21 +17,6 @@ from gateway.storage.base import Reservation, Storage
 from gateway.storage.testing import NewPrincipal, sample_log
 
 PRICE = 1_000
-
-
-@pytest_asyncio.fixture
-async def meters(storage: Storage) -> AsyncIterator[Callable[..., Meter]]:
-    """``meters(**kwargs)``: a Meter on ``storage``; every one made is stopped at the end."""
-    made: list[Meter] = []
-
-    def make(instance: str = "inst-a", **kwargs: Any) -> Meter:
-        meter = Meter(storage, instance, **kwargs)
-        made.append(meter)
-        return meter
-
-    yield make
-    for meter in made:
-        await meter.stop(timeout_s=5)
 
 
 async def call(meter: Meter, principal, request_id: str, worst: int, actual: int) -> bool:

@@ -6,15 +6,10 @@ books."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
-from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from gateway.errors import InsufficientQuota, InvalidApiKey
 from gateway.metering import quota_leases
@@ -24,24 +19,10 @@ from gateway.records import KeyRecord
 from gateway.storage import open_storage
 from gateway.storage.base import KeyChanges, Storage
 from gateway.storage.testing import NewPrincipal, sample_log
-from tests.metering.test_crash import CHILD, REPO
+from tests.metering.test_crash import CHILD, kill_when_busy
 
 WORST = 1_000
 ROOMY = 10**12  # far more than LEASE_SHARE slabs: calls hold from leases
-
-
-@pytest_asyncio.fixture
-async def meters(storage: Storage) -> AsyncIterator[Callable[..., Meter]]:
-    made: list[Meter] = []
-
-    def make(instance: str = "inst-a", **kwargs: Any) -> Meter:
-        meter = Meter(storage, instance, **kwargs)
-        made.append(meter)
-        return meter
-
-    yield make
-    for meter in made:
-        await meter.stop(timeout_s=5)
 
 
 async def leased_call(meter: Meter, principal: Any, request_id: str, actual: int,
@@ -211,16 +192,7 @@ async def test_sigkill_with_slabs_held_leaves_clean_books(tmp_path: Path) -> Non
         child = CHILD.replace("meter.reserve(rid, principal, 1000)",
                               "meter.reserve(rid, principal, 1000, from_lease=True)")
         assert child != CHILD
-        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", child, url, str(user.id), str(key.id),
-            stdout=asyncio.subprocess.PIPE, cwd=REPO, env={**os.environ, "PYTHONPATH": path})
-        try:
-            line = await asyncio.wait_for(proc.stdout.readline(), 30)  # type: ignore[union-attr]
-        finally:
-            proc.send_signal(signal.SIGKILL)
-            await proc.communicate()
-        assert line.strip() == b"busy"
+        await kill_when_busy(child, url, user.id, key.id)
         rows = await storage._fetch("SELECT request_id, instance FROM reservations")
         assert [(r["request_id"], r["instance"]) for r in rows] == [(f"lease:child:{key.id}", "child")]
         assert await run_audit(storage) == []
