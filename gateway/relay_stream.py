@@ -34,7 +34,7 @@ from gateway.errors import GatewayError
 from gateway.records import Outcome
 from gateway.relay_call import CallContext, ClientCall
 from gateway.tokens import estimate_request_tokens, estimate_text_tokens
-from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, read_first_chunk, upstream_io
+from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, start_stream, upstream_io
 from gateway.upstream.pool import Target
 
 log = logging.getLogger("gateway.relay")
@@ -185,7 +185,7 @@ class _Fast:
 async def open_stream(ctx: CallContext, call: ClientCall, targets: list[Target]) -> StreamRelay:
     """Find an upstream whose stream starts (first chunk read), then hand over to the relay."""
     pool = ctx.gateway.upstreams
-    target, (response, first) = await attempt(ctx, targets, lambda t: build_call(call, pool, t), _start)
+    target, (response, first) = await attempt(ctx, targets, lambda t: build_call(call, pool, t), start_stream)
     transform: _Transform
     try:
         if target.protocol == call.frontend.family:
@@ -197,11 +197,6 @@ async def open_stream(ctx: CallContext, call: ClientCall, targets: list[Target])
         response.close()
         raise
     return StreamRelay(ctx, target, response, first, transform)
-
-
-async def _start(target: Target, response: aiohttp.ClientResponse) -> tuple[aiohttp.ClientResponse, bytes]:
-    """The ``Reader`` of a stream: the open response and its first chunk."""
-    return response, await read_first_chunk(target, response)
 
 
 class StreamRelay(Response):

@@ -157,6 +157,12 @@ async def read_first_chunk(target: Target, response: aiohttp.ClientResponse) -> 
     return first
 
 
+async def start_stream(target: Target,
+                       response: aiohttp.ClientResponse) -> tuple[aiohttp.ClientResponse, bytes]:
+    """The ``Reader`` of a streamed answer: the open response and its first chunk."""
+    return response, await read_first_chunk(target, response)
+
+
 async def send(ctx: CallContext, target: Target, call: UpstreamCall, read: Reader[T]) -> T:
     """One attempt on one target: open, relay a 4xx as the client's error, read."""
     pool = ctx.gateway.upstreams

@@ -25,7 +25,7 @@ from gateway.http import decode_body, get_gateway, read_json_body
 from gateway.records import Outcome
 from gateway.relay_call import CallContext
 from gateway.translation import UpstreamCall
-from gateway.upstream.attempt import UpstreamFailure, attempt, read_first_chunk, upstream_io
+from gateway.upstream.attempt import UpstreamFailure, attempt, start_stream, upstream_io
 from gateway.upstream.pool import Target
 from translators.audio import billing
 from translators.audio.family import FAMILY, SPEECH
@@ -90,7 +90,7 @@ async def serve_speech(request: Request) -> Response:
             upstream = msgspec.structs.replace(speech, model=target.upstream_model)
             return UpstreamCall(path=SPEECH, body=_encode.encode(upstream))
 
-        target, (response, first) = await attempt(ctx, targets, build, _start)
+        target, (response, first) = await attempt(ctx, targets, build, start_stream)
         media_type = response.headers.get("Content-Type") or _MEDIA_TYPES[speech.response_format]
         return SpeechStream(ctx, target, response, first, media_type, charge)
     except GatewayError as err:
@@ -99,10 +99,6 @@ async def serve_speech(request: Request) -> Response:
         if ctx is not None:
             ctx.finish(500, "gateway_error", error_code="internal_error")
         raise
-
-
-async def _start(target: Target, response: aiohttp.ClientResponse) -> tuple[aiohttp.ClientResponse, bytes]:
-    return response, await read_first_chunk(target, response)
 
 
 class SpeechStream(Response):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 
-import aiohttp
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,7 +30,7 @@ from gateway.relay_call import CallContext
 from gateway.relay_stream import StreamRelay
 from gateway.tokens import estimate_body_tokens, estimate_parts_tokens, estimate_request_tokens
 from gateway.translation import UpstreamCall
-from gateway.upstream.attempt import attempt, read_body, read_first_chunk
+from gateway.upstream.attempt import attempt, read_body, start_stream
 from gateway.upstream.pool import Target
 from translators.responses.items import history_items, to_canonical
 from translators.responses.native import FEATURE, NativeStream, native_call, native_response
@@ -174,13 +173,9 @@ async def _once(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Re
     return json_body(response)
 
 
-async def _start(target: Target, response: aiohttp.ClientResponse) -> tuple[aiohttp.ClientResponse, bytes]:
-    return response, await read_first_chunk(target, response)
-
-
 async def _stream(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Response:
     gw = ctx.gateway
-    target, (response, first) = await attempt(ctx, call.targets, lambda t: call.build(gw, t), _start)
+    target, (response, first) = await attempt(ctx, call.targets, lambda t: call.build(gw, t), start_stream)
     transform: NativeStream | TranslatedStream
     try:
         if is_native(target):
