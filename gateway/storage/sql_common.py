@@ -33,6 +33,7 @@ from gateway.storage.base import (
     UnchargedEntry,
 )
 from gateway.storage.migrations import load_migrations
+from gateway.storage.sql_audit import audit_in_tx
 from gateway.storage.sql_documents import SqlDocuments
 from gateway.storage.sql_tasks import SqlTaskStore
 
@@ -335,7 +336,7 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
 
     async def audit(self) -> list[AuditProblem]:
         async with self._snapshot() as tx:
-            return await m.audit_in_tx(tx)
+            return await audit_in_tx(tx)
 
     async def uncharged_entries(self, limit: int = 1000) -> list[UnchargedEntry]:
         rows = await self._fetch(

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import msgspec
 
 from gateway.records import RequestLog
-from gateway.storage.base import LEASE_PREFIX, AuditProblem, Reservation, Settlement
+from gateway.storage.base import LEASE_PREFIX, Reservation, Settlement
 
 log = logging.getLogger(__name__)
 Row = Mapping[str, Any]  # sqlite3.Row and asyncpg.Record both index by column name
@@ -363,47 +363,3 @@ async def release_where(tx: Tx, where: str, args: Sequence[Any]) -> int:
         outcome="crash_released", error_code="crash_released")) for r in rows]
     await book_closures(tx, closed, count_requests=False, release_kind="crash_release")
     return len(rows)
-
-
-# --- audit -------------------------------------------------------------------------------------------
-_AUDIT_USERS = """SELECT u.id, u.balance_nano, u.used_nano,
-    COALESCE(l.delta, 0) AS delta, COALESCE(l.charge, 0) AS charge, COALESCE(l.held, 0) AS held,
-    COALESCE(r.open_nano, 0) AS open_nano
-FROM users u
-LEFT JOIN (SELECT user_id, CAST(SUM(delta_nano) AS BIGINT) AS delta,
-                  CAST(SUM(charge_nano) AS BIGINT) AS charge,
-                  CAST(SUM(CASE WHEN kind = 'reserve' THEN amount_nano ELSE -amount_nano END)
-                       AS BIGINT) AS held
-           FROM ledger GROUP BY user_id) l ON l.user_id = u.id
-LEFT JOIN (SELECT user_id, CAST(SUM(amount_nano) AS BIGINT) AS open_nano
-           FROM reservations GROUP BY user_id) r ON r.user_id = u.id
-ORDER BY u.id"""
-_AUDIT_KEYS = """SELECT k.id, k.spent_nano, k.reserved_nano,
-    COALESCE(l.charge, 0) AS charge, COALESCE(r.open_nano, 0) AS open_nano
-FROM api_keys k
-LEFT JOIN (SELECT key_id, CAST(SUM(charge_nano) AS BIGINT) AS charge
-           FROM ledger WHERE key_id IS NOT NULL GROUP BY key_id) l ON l.key_id = k.id
-LEFT JOIN (SELECT key_id, CAST(SUM(amount_nano) AS BIGINT) AS open_nano
-           FROM reservations GROUP BY key_id) r ON r.key_id = k.id
-ORDER BY k.id"""
-
-
-async def audit_in_tx(tx: Tx) -> list[AuditProblem]:
-    problems: list[AuditProblem] = []
-
-    def check(subject: str, what: str, stored: int, expected: int, source: str = "the ledger") -> None:
-        if stored != expected:
-            problems.append(AuditProblem(subject, f"{what} is {stored}, {source} says {expected}"))
-
-    for u in await tx.fetchall(_AUDIT_USERS):
-        subject = f"user {u['id']}"
-        check(subject, "balance_nano", u["balance_nano"], u["delta"])
-        check(subject, "used_nano", u["used_nano"], u["charge"])
-        check(subject, "sum of open reservations", u["open_nano"], u["held"])
-        if u["balance_nano"] < 0:
-            problems.append(AuditProblem(subject, f"negative balance {u['balance_nano']}"))
-    for k in await tx.fetchall(_AUDIT_KEYS):
-        subject = f"key {k['id']}"
-        check(subject, "spent_nano", k["spent_nano"], k["charge"])
-        check(subject, "reserved_nano", k["reserved_nano"], k["open_nano"], "the reservations table")
-    return problems
