@@ -91,13 +91,7 @@ def _moved(move: asyncio.Future[bool]) -> bool:
     """Whether a move committed. One that failed is taken as not made: its hold is then closed out
     of the slab, and if the move did commit after all, its own row stays open until this process's
     shutdown releases it (the books still balance)."""
-    if move.cancelled():
-        return False
-    error = move.exception()
-    if error is not None:
-        log.warning("moving a hold out of its quota lease failed: %s", error)
-        return False
-    return bool(move.result())
+    return not move.cancelled() and move.exception() is None and bool(move.result())
 
 
 class QuotaLeases:
@@ -112,11 +106,6 @@ class QuotaLeases:
         self._extensions: set[asyncio.Future[bool]] = set()
         self._given_back: set[int] = set()  # keys whose unused slab went back since ``return_key``
         self._moving: dict[str, asyncio.Future[bool]] = {}  # request id -> its hold's move (``name``)
-
-    @property
-    def holding(self) -> bool:
-        """Some lease holds money no call is using."""
-        return any(lease.available for lease in self._leases.values())
 
     async def hold(self, request_id: str, principal: Principal, amount_nano: int) -> Reservation | None:
         """``amount_nano`` carved from the key's lease, topping the lease up if needed; None when
@@ -160,9 +149,10 @@ class QuotaLeases:
         def done(move: asyncio.Future[bool]) -> None:
             if _moved(move):
                 self._carved.pop(hold.request_id, None)  # no longer in the slab: its own row's now
-            elif not move.cancelled() and move.exception() is None:
-                log.warning("quota lease %s no longer held %s's hold: the call goes on held by the slab",
-                            hold.lease, hold.request_id)
+                return
+            why = "cancelled" if move.cancelled() else move.exception() or "the lease no longer held it"
+            log.warning("%s's hold was not moved out of quota lease %s (%s): the call goes on held by "
+                        "the slab", hold.request_id, hold.lease, why)
 
         move.add_done_callback(done)
 
@@ -214,8 +204,7 @@ class QuotaLeases:
             extra = min(charge - held, lease.available)
             lease.available -= extra
             closed = held + extra
-        return Reservation(request_id=hold.request_id, user_id=hold.user_id, key_id=hold.key_id,
-                           amount_nano=closed, instance=hold.instance, lease=hold.lease)
+        return msgspec.structs.replace(hold, amount_nano=closed)
 
     def return_key(self, key_id: int) -> bool:
         """Give back what the key's lease holds unused (the lease stays, with its refusal time);
