@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +57,48 @@ async def simulator() -> AsyncIterator[SimulatorHandle]:
     runner = await sim.start_simulator("127.0.0.1", 0)
     yield SimulatorHandle(runner.sim_port, f"http://127.0.0.1:{runner.sim_port}")
     await runner.cleanup()
+
+
+# --- hang diagnosis ---------------------------------------------------------------------------------
+# pytest-timeout (pyproject.toml) ends a test that hangs, printing each thread's stack; on the shared
+# event loop that shows only the loop waiting. This watchdog, a task on that loop, prints every
+# asyncio task's stack first, which names what the test is waiting on.
+HANG_DUMP_AFTER_S = 120.0
+_running: dict[str, Any] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    _running.update(nodeid=item.nodeid, since=time.monotonic(), dumped=False)
+    try:
+        return (yield)
+    finally:
+        _running.clear()
+
+
+def _dump_tasks(nodeid: str) -> None:
+    out = sys.__stderr__
+    print(f"\n=== {nodeid} has run {HANG_DUMP_AFTER_S:g}s: every asyncio task ===", file=out)
+    for task in asyncio.all_tasks():
+        print(f"--- {task!r}", file=out)
+        task.print_stack(limit=12, file=out)
+    if out is not None:
+        out.flush()
+
+
+@pytest_asyncio.fixture(scope="session", autouse=True)
+async def hang_watchdog() -> AsyncIterator[None]:
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            since = _running.get("since")
+            if since is not None and not _running["dumped"] and time.monotonic() - since > HANG_DUMP_AFTER_S:
+                _running["dumped"] = True
+                _dump_tasks(_running["nodeid"])
+
+    task = asyncio.create_task(watch(), name="hang-watchdog")
+    yield
+    task.cancel()
 
 
 # --- configs -------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from gateway.storage.sql_common import POSTGRES
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 _RETRIES = 5
+CLOSE_GRACE_S = 10.0
 _TRANSIENT = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
@@ -92,8 +93,14 @@ class PostgresStorage(SqlAdmin):
     async def close(self) -> None:
         await self._reserves.close()
         if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            # asyncpg waits for every connection to come back; one held by a task that never ends
+            # would hold the shutdown for ever, so after a grace period the rest are cut.
+            try:
+                await asyncio.wait_for(pool.close(), CLOSE_GRACE_S)
+            except TimeoutError:
+                log.warning("connections still in use %gs into shutdown; terminating them", CLOSE_GRACE_S)
+                pool.terminate()
 
     def _acquire(self) -> Any:
         assert self._pool is not None, "storage is not open"
