@@ -108,7 +108,13 @@ class Meter:
         await self._leases.close(timeout_s)
         await self._writer.stop(timeout_s)
         if not self._writer.pending:
-            released = await self.storage.release_instance_reservations(self.instance_id)
+            try:
+                released = await asyncio.wait_for(
+                    self.storage.release_instance_reservations(self.instance_id), timeout_s)
+            except TimeoutError:  # the next start (or another process's sweeper) releases them
+                logger.error("the database did not answer the release of this process's holds within "
+                             "%gs; they are released by the next start or another process's sweep", timeout_s)
+                return
             if released:
                 logger.warning("released %d reservations still held at shutdown", released)
 

@@ -25,12 +25,11 @@ import asyncpg
 
 from gateway.storage import sql_money as m
 from gateway.storage.sql_admin import SqlAdmin
-from gateway.storage.sql_common import POSTGRES
+from gateway.storage.sql_common import CLOSE_GRACE_S, POSTGRES
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 _RETRIES = 5
-CLOSE_GRACE_S = 10.0
 _TRANSIENT = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
 
 
@@ -91,7 +90,7 @@ class PostgresStorage(SqlAdmin):
         await self._migrate()
 
     async def close(self) -> None:
-        await self._reserves.close()
+        await self._reserves.close(CLOSE_GRACE_S)
         if self._pool is not None:
             pool, self._pool = self._pool, None
             # asyncpg waits for every connection to come back; one held by a task that never ends

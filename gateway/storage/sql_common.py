@@ -38,6 +38,8 @@ from gateway.storage.sql_documents import SqlDocuments
 from gateway.storage.sql_tasks import SqlTaskStore
 
 T = TypeVar("T")
+# How long closing waits for work in progress (a batch, a connection in use) before cutting it.
+CLOSE_GRACE_S = 10.0
 Tx = m.Tx
 Row = m.Row
 

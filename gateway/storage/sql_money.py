@@ -91,6 +91,7 @@ _INSERT_RESERVATION = f"INSERT INTO reservations ({RES_COLUMNS}) VALUES (?, ?, ?
 # A quota lease's hold (``gateway.metering.quota_leases``): one row per lease, topped up in place.
 _ADD_TO_LEASE = (_INSERT_RESERVATION + " ON CONFLICT (request_id) DO UPDATE SET "
                  "amount_nano = reservations.amount_nano + excluded.amount_nano")
+_LOCK_RESERVATION = "UPDATE reservations SET amount_nano = amount_nano WHERE request_id = ?"
 INSERT_LEDGER = """INSERT INTO ledger
 (ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)"""
@@ -108,11 +109,14 @@ async def reserve_in_tx(tx: Tx, r: Reservation, now_sql: str, room: int | None =
         return await _move_out_of_lease(tx, r, now_sql)
     a = r.amount_nano
     need = a if room is None else max(room, a)
+    topping_up = r.lease is not None and r.lease == r.request_id
+    if topping_up:  # the lease's row is locked before the user's, as settlements lock them
+        await tx.execute(_LOCK_RESERVATION, (r.request_id,))
     if not await tx.execute(_RESERVE_USER, (a, r.user_id, need, r.key_id, need)):
         return False
     if not await tx.execute(_RESERVE_KEY, (a, r.key_id, need)):
         raise NoFit
-    insert = _ADD_TO_LEASE if r.lease is not None and r.lease == r.request_id else _INSERT_RESERVATION
+    insert = _ADD_TO_LEASE if topping_up else _INSERT_RESERVATION
     await tx.execute(insert.replace("{now}", now_sql), (r.request_id, r.user_id, r.key_id, a, r.instance))
     await tx.execute(INSERT_LEDGER, (time.time(), "reserve", r.request_id, r.user_id, r.key_id, -a, 0, a))
     return True
@@ -131,6 +135,12 @@ async def _move_out_of_lease(tx: Tx, r: Reservation, now_sql: str) -> bool:
     return True
 
 
+def _interrupted(batch: Iterable[tuple[Reservation, int | None, asyncio.Future[bool]]]) -> None:
+    for _, _, future in batch:
+        if not future.done():
+            future.set_exception(ConnectionError("the reservation batch was interrupted"))
+
+
 class GroupReserve:
     """Group commit of ``reserve``: reservations that arrive while a batch is being written wait
     for the next batch, and a batch is one transaction (one commit, one fsync). Inside it each
@@ -143,6 +153,7 @@ class GroupReserve:
         self._write = write  # runs a function in one write transaction
         self._now_sql = now_sql
         self._pending: list[tuple[Reservation, int | None, asyncio.Future[bool]]] = []
+        self._scheduled = False  # a batch task will take what is pending
         self._batches: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
 
@@ -151,42 +162,55 @@ class GroupReserve:
             raise ValueError("a reservation cannot be negative")
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._pending.append((r, room, future))
-        if len(self._pending) == 1:  # the first waiter schedules a batch; later ones join it
+        if not self._scheduled:  # the first waiter schedules a batch; later ones join it
+            self._scheduled = True
             task = asyncio.create_task(self._run_batch())
             self._batches.add(task)
-            task.add_done_callback(self._batches.discard)
+            task.add_done_callback(self._batch_ended)
         # shield: a cancelled caller must not cancel the batch (the hold may be made all the same)
         return await asyncio.shield(future)
 
-    async def close(self) -> None:
-        """Let the batches in progress end."""
+    async def close(self, timeout_s: float) -> None:
+        """Let the batches in progress end (for at most ``timeout_s``: the database may not answer)."""
         if self._batches:
-            await asyncio.gather(*self._batches, return_exceptions=True)
+            await asyncio.wait(list(self._batches), timeout=timeout_s)
 
     async def _run_batch(self) -> None:
-        async with self._lock:
-            batch, self._pending = self._pending, []
-            if not batch:
-                return
-            batch.sort(key=lambda item: (item[0].user_id, item[0].key_id))
+        batch: list[tuple[Reservation, int | None, asyncio.Future[bool]]] = []
+        try:
+            async with self._lock:
+                batch, self._pending, self._scheduled = self._pending, [], False
+                if batch:
+                    await self._commit(batch)
+        finally:
+            _interrupted(batch)  # cancelled (the loop stopping) or failed: no caller waits for ever
 
-            async def all_in_one(tx: Tx) -> list[bool]:
-                return [await reserve_in_tx(tx, r, self._now_sql, room) for r, room, _ in batch]
+    def _batch_ended(self, task: asyncio.Task[None]) -> None:
+        self._batches.discard(task)
+        if not self._batches and self._pending:  # the batch meant for them never ran
+            pending, self._pending, self._scheduled = self._pending, [], False
+            _interrupted(pending)
 
-            results: list[bool | BaseException]
-            try:
-                results = list(await self._write(all_in_one))
-            except Exception as exc:
-                if len(batch) > 1 and not isinstance(exc, NoFit):
-                    log.warning("group reserve of %d failed (%s); retrying one by one", len(batch), exc)
-                results = [await self._alone(r, room) for r, room, _ in batch]
-            for (_, _, future), result in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
+    async def _commit(self, batch: list[tuple[Reservation, int | None, asyncio.Future[bool]]]) -> None:
+        batch.sort(key=lambda item: (item[0].user_id, item[0].key_id))
+
+        async def all_in_one(tx: Tx) -> list[bool]:
+            return [await reserve_in_tx(tx, r, self._now_sql, room) for r, room, _ in batch]
+
+        results: list[bool | BaseException]
+        try:
+            results = list(await self._write(all_in_one))
+        except Exception as exc:
+            if len(batch) > 1 and not isinstance(exc, NoFit):
+                log.warning("group reserve of %d failed (%s); retrying one by one", len(batch), exc)
+            results = [await self._alone(r, room) for r, room, _ in batch]
+        for (_, _, future), result in zip(batch, results, strict=True):
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
 
     async def _alone(self, r: Reservation, room: int | None) -> bool | BaseException:
         try:

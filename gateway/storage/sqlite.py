@@ -45,7 +45,7 @@ from gateway.records import RequestLog
 from gateway.storage import sql_money as m
 from gateway.storage.base import Settlement
 from gateway.storage.sql_admin import SqlAdmin
-from gateway.storage.sql_common import AUTH_VERSION_SQL, SQLITE
+from gateway.storage.sql_common import AUTH_VERSION_SQL, CLOSE_GRACE_S, SQLITE
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -163,7 +163,7 @@ class SqliteStorage(SqlAdmin):
         self._hot = self._connect_hot()  # after the migrations: they may change the schema
 
     async def close(self) -> None:
-        await self._reserves.close()
+        await self._reserves.close(CLOSE_GRACE_S)
         if self._reader is not None:
             await self._reader.close()
         if self._hot is not None:
