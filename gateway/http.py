@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -61,6 +62,17 @@ T = TypeVar("T")
 def new_request_id() -> str:
     """``req_`` + 32 hex characters."""
     return "req_" + secrets.token_hex(16)
+
+
+# The scope key under which the server's protocol notes when a request's head was parsed
+# (``time.perf_counter()``; ``gateway.uvicorn_protocol``); a server that does not is read as "now".
+ARRIVED_SCOPE_KEY = "gateway.arrived"
+
+
+def arrived(request: Request) -> float:
+    """When the request came in: its head parsed, before its handler's task first ran."""
+    at = request.scope.get(ARRIVED_SCOPE_KEY)
+    return at if isinstance(at, float) else time.perf_counter()
 
 
 def request_id(request: Request) -> str:

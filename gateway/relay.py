@@ -25,7 +25,7 @@ from starlette.responses import Response
 from gateway.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError
-from gateway.http import body_response, error_response, get_gateway, read_json_body, request_id
+from gateway.http import arrived, body_response, error_response, get_gateway, read_json_body, request_id
 from gateway.offload import off_loop
 from gateway.records import Principal
 from gateway.relay_call import CallContext, ClientCall
@@ -50,7 +50,8 @@ def _admit(request: Request, principal: Principal, family: str, model_id: str, s
     gw = get_gateway(request)
     model = gw.catalogue.check(principal, model_id)
     return CallContext(gateway=gw, request_id=request_id(request), principal=principal, model=model,
-                       route=request.url.path, family=family, is_stream=stream, started=time.perf_counter())
+                       route=request.url.path, family=family, is_stream=stream, started=time.perf_counter(),
+                       arrived=arrived(request))
 
 
 def _fail(request: Request, family: str, ctx: CallContext | None, err: GatewayError) -> Response:

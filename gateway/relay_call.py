@@ -97,7 +97,8 @@ class CallContext:
     route: str
     family: str
     is_stream: bool
-    started: float  # time.perf_counter() at arrival
+    started: float  # time.perf_counter() once admitted
+    arrived: float | None = None  # time.perf_counter() when its head was parsed (``gateway.http.arrived``)
     reservation: Reservation | None = None
     upstream: str | None = None
     attempts: int = 0
@@ -124,7 +125,8 @@ class CallContext:
         # The hold comes from the quota lease (no database round trip); a stream's is moved into
         # a row of its own while the upstream is called, and named before its first byte.
         meter = self.gateway.meter
-        self.reservation = await meter.reserve(self.request_id, self.principal, amount_nano, from_lease=True)
+        self.reservation = await meter.reserve(self.request_id, self.principal, amount_nano, from_lease=True,
+                                               arrived=self.arrived)
         if self.is_stream:
             meter.name(self.reservation)
 

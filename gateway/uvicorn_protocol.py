@@ -1,5 +1,5 @@
-"""The gateway's HTTP/1 protocol for uvicorn: uvicorn's httptools protocol with three things it
-lacks (``gateway.server_config.uvicorn_options`` puts it in place):
+"""The gateway's HTTP/1 protocol for uvicorn: uvicorn's httptools protocol with what it lacks
+(``gateway.server_config.uvicorn_options`` puts it in place):
 
 * **A deadline on each request head.** uvicorn has only a keep-alive timer, armed after a
   response; a head that never completes was held for ever. The head timer runs from the connection
@@ -11,6 +11,9 @@ lacks (``gateway.server_config.uvicorn_options`` puts it in place):
   nginx and granian do, the answer is sent, the write side shut (FIN), and what the client still
   sends is read and dropped until it closes or ``LINGER_S`` have passed. A connection closed
   between requests (keep-alive timeout, shutdown) has nothing to drain and closes at once.
+* **A response's head and body in one send.** uvicorn writes them separately, two system calls
+  and two packets; the head waits for the body's write (at most until the end of that turn of the
+  event loop, so a stream's head is not held back by its upstream).
 * **An answer to a request the parser refuses** (a NUL or lone CR in a header, a header line
   without a colon): ``400`` in the default error envelope, ``invalid_request``, with a fresh
   ``X-Service-Request-Id`` that an access-log line also names, instead of uvicorn's plain text.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +32,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.errors import InvalidRequest
 from gateway.families import render_default_error
-from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, new_request_id
+from gateway.http import ARRIVED_SCOPE_KEY, JSON_MEDIA_TYPE, REQUEST_ID_HEADER, new_request_id
 
 access_log = logging.getLogger("gateway.access")
 
@@ -56,6 +60,8 @@ class LingeringTransport:
         self._body_arriving = body_arriving
         self.lingering = False
         self._timer: asyncio.TimerHandle | None = None
+        self._hold_next = False  # the next write is a response's head: held for its body
+        self._held: bytes | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
@@ -63,9 +69,35 @@ class LingeringTransport:
     def is_closing(self) -> bool:
         return self.lingering or self._transport.is_closing()
 
+    def expect_head(self) -> None:
+        """A request's head was parsed: the next write is its response's head (or a ``100
+        Continue``), which waits for the write after it, or at most for the end of this turn of the
+        event loop. uvicorn writes a head and its body separately: one send does for both."""
+        self._hold_next = True
+
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not self.lingering:
-            self._transport.write(data)
+        if self.lingering:
+            return
+        if self._hold_next:
+            self._hold_next = False
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+            return
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        self._transport.write(data)
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def get_write_buffer_size(self) -> int:
+        return self._transport.get_write_buffer_size() + len(self._held or b"")
+
+    def write_eof(self) -> None:
+        self.flush()
+        self._transport.write_eof()
 
     def pause_reading(self) -> None:
         if not self.lingering:  # what the client still sends must be read, to be dropped
@@ -74,6 +106,7 @@ class LingeringTransport:
     def close(self) -> None:
         if self.lingering or self._transport.is_closing():
             return
+        self.flush()
         if not self._body_arriving():
             self._transport.close()
             return
@@ -87,6 +120,7 @@ class LingeringTransport:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self.flush()
         if not self._transport.is_closing():
             self._transport.close()
 
@@ -120,7 +154,11 @@ class GatewayHttpTools(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._cancel_head_timer()
         self._in_body = True
+        arrived = time.perf_counter()
+        if self._lingering is not None:
+            self._lingering.expect_head()
         super().on_headers_complete()
+        self.scope[ARRIVED_SCOPE_KEY] = arrived  # type: ignore[literal-required]
 
     def on_message_complete(self) -> None:
         self._in_body = False

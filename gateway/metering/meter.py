@@ -154,11 +154,14 @@ class Meter:
 
     # --- the request path ------------------------------------------------------------------------
     async def reserve(self, request_id: str, principal: Principal, amount_nano: int, *,
-                      durable: bool = False, from_lease: bool = False) -> Reservation:
+                      durable: bool = False, from_lease: bool = False,
+                      arrived: float | None = None) -> Reservation:
         """Hold ``amount_nano`` against the key's ceiling and the user's balance, or raise
         ``InsufficientQuota``. The hold is committed when this returns: a row of its own, or, with
         ``from_lease``, a part of this process's quota lease on the key when it has one or can
-        take one (``quota_leases.py``; no database round trip while the lease lasts).
+        take one (``quota_leases.py``; no database round trip while the lease lasts). ``arrived``
+        (``time.perf_counter()`` when the call came in) lets one auth-version read serve the calls
+        that arrived before it began.
 
         ``durable``: the hold belongs to a durable record (a media task, ``gateway.tasks``), not to
         this process: it survives this process's stop or crash (no sweeper releases it), and the
@@ -169,7 +172,7 @@ class Meter:
             raise InsufficientQuota("Insufficient quota: this request may cost more than "
                                     f"${nano_to_usd(MAX_NANO):.0f}.")
         if from_lease and not durable:
-            carved = await self._leases.hold(request_id, principal, amount_nano)
+            carved = await self._leases.hold(request_id, principal, amount_nano, arrived)
             if carved is not None:
                 return carved
             # No slab to be had: the room is short. What this process's lease still holds unused is

@@ -19,7 +19,8 @@ The money rules hold as they do for holds of their own:
   and a slab held by one process never kept more than 1/``LEASE_SHARE`` of the room from others.
 * A key or user changed anywhere is seen by the next call, as when every call's hold was checked
   in the database: each call held from a lease reads the database's auth version (bumped by every
-  change of a key or a user, by any process), one small read and no transaction; a lease taken
+  change of a key or a user, by any process), one small read and no transaction, or takes the
+  value of a read that began after the call arrived (under load one read serves many); a lease taken
   under another version ends, and the call holds from a new slab or a row of its own, whose
   transaction checks the key, its
   ceiling and the user's balance as they are now, and so does the new lease's first slab. So a
@@ -106,16 +107,20 @@ class QuotaLeases:
         self._extensions: set[asyncio.Future[bool]] = set()
         self._given_back: set[int] = set()  # keys whose unused slab went back since ``return_key``
         self._moving: dict[str, asyncio.Future[bool]] = {}  # request id -> its hold's move (``name``)
+        self._version = 0  # the last auth version read, and when (perf_counter) that read began
+        self._version_read_at = float("-inf")
 
-    async def hold(self, request_id: str, principal: Principal, amount_nano: int) -> Reservation | None:
+    async def hold(self, request_id: str, principal: Principal, amount_nano: int,
+                   arrived: float | None = None) -> Reservation | None:
         """``amount_nano`` carved from the key's lease, topping the lease up if needed; None when
-        no slab can be had (the caller then holds a row of its own)."""
+        no slab can be had (the caller then holds a row of its own). ``arrived``: when the call
+        came in (``time.perf_counter()``), so that an auth-version read begun since can serve it."""
         key = principal.key
         lease = self._leases.get(key.id)
         if lease is not None and lease.available < amount_nano and lease.extending is None \
                 and time.monotonic() < lease.refused_until:
             return None  # no slab to be had on this key for now: not even the version is asked
-        version = await self._storage.auth_version()
+        version = await self._auth_version_since(arrived)
         lease = self._leases.get(key.id)  # the await may have let another call end or start it
         if lease is not None and lease.version != version:
             self._return(lease)  # a key or user changed since: the next slab is checked anew
@@ -138,6 +143,18 @@ class QuotaLeases:
             self._extend(lease, amount_nano)  # topped up in the background: the next calls need not wait
         return Reservation(request_id=request_id, user_id=key.user_id, key_id=key.id,
                            amount_nano=amount_nano, instance=self._instance, lease=lease.id)
+
+    async def _auth_version_since(self, arrived: float | None) -> int:
+        """The auth version as a read begun after ``arrived`` saw it: every change committed before
+        the call came in is in it, which is all a fresh read would promise. Under concurrency one
+        read serves the calls that arrived before it began."""
+        if arrived is not None and arrived <= self._version_read_at:
+            return self._version
+        began = time.perf_counter()
+        version = await self._storage.auth_version()
+        if began >= self._version_read_at:  # reads on PostgreSQL may end out of order
+            self._version, self._version_read_at = version, began
+        return version
 
     def name(self, hold: Reservation) -> None:
         """Start moving a carved hold into a row of its own (see the module's docstring)."""

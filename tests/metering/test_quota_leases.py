@@ -6,6 +6,7 @@ books."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,38 @@ async def test_key_disabled_elsewhere_is_never_served_from_a_slab(
     await storage.bump_auth_version()
     with pytest.raises(InvalidApiKey):
         await meter.reserve("after", p, WORST, from_lease=True)
+    await meter.flush()
+    assert await storage.open_reservations() == []
+    assert await run_audit(storage) == []
+
+
+async def test_one_auth_version_read_serves_the_calls_that_arrived_before_it(
+        storage: Storage, new_principal: NewPrincipal, meters, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read begun after a call arrived serves it; a call that arrives after a change on another
+    process reads anew and is refused."""
+    p = await new_principal(balance_nano=ROOMY)
+    meter = meters()
+    await meter.start()
+    reads = 0
+    read = storage.auth_version
+
+    async def counted() -> int:
+        nonlocal reads
+        reads += 1
+        return await read()
+
+    monkeypatch.setattr(storage, "auth_version", counted)
+    arrived = time.perf_counter()
+    holds = [await meter.reserve(f"early-{i}", p, WORST, from_lease=True, arrived=arrived)
+             for i in range(5)]  # all arrived before the first read began
+    assert reads == 1
+    assert await storage.update_key(p.key.id, KeyChanges(enabled=False)) is not None
+    await storage.bump_auth_version()
+    with pytest.raises(InvalidApiKey):
+        await meter.reserve("late", p, WORST, from_lease=True, arrived=time.perf_counter())
+    assert reads == 2
+    for hold in holds:
+        meter.finish(sample_log(p, hold.request_id), hold, WORST)
     await meter.flush()
     assert await storage.open_reservations() == []
     assert await run_audit(storage) == []

@@ -20,7 +20,7 @@ from starlette.responses import Response
 
 from gateway.context import Gateway
 from gateway.errors import GatewayError, UpstreamError
-from gateway.http import error_response, get_gateway, request_id
+from gateway.http import arrived, error_response, get_gateway, request_id
 from gateway.records import Principal
 from gateway.relay_call import CallContext
 from gateway.translation import UpstreamCall
@@ -41,7 +41,8 @@ def admit(request: Request, principal: Principal, model_id: str, *, stream: bool
     gw = get_gateway(request)
     model = gw.catalogue.check(principal, model_id)
     return CallContext(gateway=gw, request_id=request_id(request), principal=principal, model=model,
-                       route=request.url.path, family=FAMILY, is_stream=stream, started=time.perf_counter())
+                       route=request.url.path, family=FAMILY, is_stream=stream, started=time.perf_counter(),
+                       arrived=arrived(request))
 
 
 def audio_targets(gw: Gateway, model_id: str) -> list[Target]:

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from gateway.canonical import ChatRequest, Usage
 from gateway.context import Gateway
 from gateway.errors import GatewayError, InvalidRequest, UpstreamError
-from gateway.http import error_response, get_gateway, read_json_body, request_id
+from gateway.http import arrived, error_response, get_gateway, read_json_body, request_id
 from gateway.offload import off_loop
 from gateway.relay_call import CallContext
 from gateway.relay_stream import StreamRelay
@@ -96,6 +96,7 @@ async def create_response(request: Request) -> Response:
             family=FAMILY,
             is_stream=r.stream,
             started=time.perf_counter(),
+            arrived=arrived(request),
         )
         targets = _targets(gw, client)
         call = await off_loop(request, len(body), lambda: ResponsesCall(client, history, targets))
