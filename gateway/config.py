@@ -141,7 +141,7 @@ class MeteringConfig(_Section):
     """How settlements are batched, and how fast a crashed process's reservations are released."""
 
     batch_max: int = 256  # settlements committed in one transaction at most
-    flush_interval_s: float = 0.005  # the longest a settlement waits for its batch
+    flush_interval_s: float = 0.025  # the longest a settlement waits for its batch
     heartbeat_s: float = 2.0  # each process says it is alive this often
     stale_after_s: float = 10.0  # silent this long = crashed: its reservations are released
 
