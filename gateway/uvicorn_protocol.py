@@ -13,7 +13,8 @@
   between requests (keep-alive timeout, shutdown) has nothing to drain and closes at once.
 * **A response's head and body in one send.** uvicorn writes them separately, two system calls
   and two packets; the head waits for the body's write (at most until the end of that turn of the
-  event loop, so a stream's head is not held back by its upstream).
+  event loop, so a stream's head is not held back by its upstream); a body over ``JOIN_MAX``
+  bytes is not copied to join it.
 * **An answer to a request the parser refuses** (a NUL or lone CR in a header, a header line
   without a colon): ``400`` in the default error envelope, ``invalid_request``, with a fresh
   ``X-Service-Request-Id`` that an access-log line also names, instead of uvicorn's plain text.
@@ -37,6 +38,7 @@ from gateway.http import ARRIVED_SCOPE_KEY, JSON_MEDIA_TYPE, REQUEST_ID_HEADER, 
 access_log = logging.getLogger("gateway.access")
 
 LINGER_S = 2.0  # the longest a closed connection's remaining input is read and dropped
+JOIN_MAX = 64 * 1024  # a body up to this size is sent in one piece with its response's head
 REFUSED = "The request could not be parsed as HTTP/1.1 (a malformed request line or header)."
 
 
@@ -84,7 +86,10 @@ class LingeringTransport:
             self._loop.call_soon(self.flush)
             return
         if self._held is not None:
-            data, self._held = self._held + data, None
+            if len(data) <= JOIN_MAX:
+                data, self._held = self._held + data, None
+            else:  # joining would copy a large body: two sends cost less
+                self.flush()
         self._transport.write(data)
 
     def flush(self) -> None:
@@ -154,11 +159,10 @@ class GatewayHttpTools(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._cancel_head_timer()
         self._in_body = True
-        arrived = time.perf_counter()
+        self.scope[ARRIVED_SCOPE_KEY] = time.perf_counter()  # type: ignore[literal-required]
         if self._lingering is not None:
             self._lingering.expect_head()
         super().on_headers_complete()
-        self.scope[ARRIVED_SCOPE_KEY] = arrived  # type: ignore[literal-required]
 
     def on_message_complete(self) -> None:
         self._in_body = False

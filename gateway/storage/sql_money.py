@@ -135,7 +135,10 @@ async def _move_out_of_lease(tx: Tx, r: Reservation, now_sql: str) -> bool:
     return True
 
 
-def _interrupted(batch: Iterable[tuple[Reservation, int | None, asyncio.Future[bool]]]) -> None:
+_Waiting = tuple[Reservation, int | None, asyncio.Future[bool]]  # a hold, its room, its caller's answer
+
+
+def _interrupted(batch: Iterable[_Waiting]) -> None:
     for _, _, future in batch:
         if not future.done():
             future.set_exception(ConnectionError("the reservation batch was interrupted"))
@@ -152,7 +155,7 @@ class GroupReserve:
     def __init__(self, write: WriteFn, now_sql: str) -> None:
         self._write = write  # runs a function in one write transaction
         self._now_sql = now_sql
-        self._pending: list[tuple[Reservation, int | None, asyncio.Future[bool]]] = []
+        self._pending: list[_Waiting] = []
         self._scheduled = False  # a batch task will take what is pending
         self._batches: set[asyncio.Task[None]] = set()
         self._lock = asyncio.Lock()
@@ -176,7 +179,7 @@ class GroupReserve:
             await asyncio.wait(list(self._batches), timeout=timeout_s)
 
     async def _run_batch(self) -> None:
-        batch: list[tuple[Reservation, int | None, asyncio.Future[bool]]] = []
+        batch: list[_Waiting] = []
         try:
             async with self._lock:
                 batch, self._pending, self._scheduled = self._pending, [], False
@@ -191,7 +194,7 @@ class GroupReserve:
             pending, self._pending, self._scheduled = self._pending, [], False
             _interrupted(pending)
 
-    async def _commit(self, batch: list[tuple[Reservation, int | None, asyncio.Future[bool]]]) -> None:
+    async def _commit(self, batch: list[_Waiting]) -> None:
         batch.sort(key=lambda item: (item[0].user_id, item[0].key_id))
 
         async def all_in_one(tx: Tx) -> list[bool]:
