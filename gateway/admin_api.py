@@ -24,7 +24,8 @@ from gateway.metering.quota_leases import as_shown
 from gateway.money import nano_to_usd, usd_to_nano
 from gateway.openapi import documented
 from gateway.records import KeyRecord, UserRecord
-from gateway.storage.base import KeyChanges, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import KeyChanges
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 # USD amounts: a ceiling keeps nano-USD inside a signed 64-bit database integer.

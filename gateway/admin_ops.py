@@ -31,7 +31,7 @@ from gateway.http import decode_body, endpoint, get_gateway, json_response, read
 from gateway.money import nano_to_usd, usd_to_nano
 from gateway.openapi import documented
 from gateway.records import RequestLog
-from gateway.storage.base import LogFilter, NameTaken, UserChanges
+from gateway.storage.rows import LogFilter, NameTaken, UserChanges
 from gateway.upstream.pool import UpstreamPool
 
 MAX_PAGE_SIZE = 200

@@ -20,7 +20,7 @@ from gateway import admin_ops
 from gateway.admin_api import AdminOps
 from gateway.cli_admin import _body, _command, _common, _load, _print
 from gateway.http import new_request_id
-from gateway.storage.base import LogFilter
+from gateway.storage.rows import LogFilter
 
 
 async def _users_update(ops: AdminOps, args: argparse.Namespace) -> Any:

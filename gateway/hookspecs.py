@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gateway.context import Gateway
     from gateway.families import WireFamily
     from gateway.records import RequestLog
-    from gateway.storage.base import SoftLimitCrossing
+    from gateway.storage.rows import SoftLimitCrossing
     from gateway.tasks.family import TaskFamily
     from gateway.translation import ProtocolAdapter
 

@@ -29,7 +29,7 @@ from gateway.money import TokenPrices, usage_cost, worst_case_cost
 from gateway.observe import note_call
 from gateway.ratelimit import admit_call
 from gateway.records import Outcome, Principal, RequestLog
-from gateway.storage.base import Reservation
+from gateway.storage.rows import Reservation
 
 if TYPE_CHECKING:
     from starlette.datastructures import Headers, QueryParams

@@ -24,7 +24,7 @@ from gateway.families import DEFAULT_FAMILY
 from gateway.http import endpoint, get_gateway, json_response
 from gateway.money import NANO_PER_USD, nano_to_usd, ratio_of
 from gateway.records import KeyRecord, RequestLog, UserRecord
-from gateway.storage.base import DailyCost
+from gateway.storage.rows import DailyCost
 
 MAX_USAGE_DAYS = 100  # spec section 8: usage query span
 DEFAULT_PAGE_SIZE = 20

@@ -36,7 +36,7 @@ from gateway.hookspecs import hookimpl
 from gateway.http import endpoint, get_gateway
 from gateway.openapi import documented
 from gateway.records import RequestLog
-from gateway.storage.base import SoftLimitCrossing
+from gateway.storage.rows import SoftLimitCrossing
 from plugins.metrics_share import Share
 
 EXTENSION = "metrics"

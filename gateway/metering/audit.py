@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from gateway.money import nano_to_usd
 from gateway.storage import open_storage
-from gateway.storage.base import AuditProblem, Storage, UnchargedEntry
+from gateway.storage.base import Storage
+from gateway.storage.rows import AuditProblem, UnchargedEntry
 
 __all__ = ["AuditProblem", "UnchargedEntry", "audit_database", "format_problems", "format_uncharged",
            "run_audit", "uncharged"]

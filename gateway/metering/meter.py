@@ -44,7 +44,8 @@ from gateway.metering.quota_leases import IDLE_RETURN_S, QuotaLeases, as_shown
 from gateway.metering.writer import BatchWriter
 from gateway.money import nano_to_usd
 from gateway.records import KeyRecord, Principal, RequestLog, UserRecord
-from gateway.storage.base import DURABLE_HOLDER, Reservation, Settlement, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement
 
 MAX_NANO = 2**63 - 1  # the largest amount a database column holds (about 9.2 billion USD)
 

@@ -52,7 +52,8 @@ from collections.abc import Callable
 import msgspec
 
 from gateway.records import KeyRecord, Principal, UserRecord
-from gateway.storage.base import LEASE_PREFIX, Reservation, Settlement, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
 
 log = logging.getLogger(__name__)
 

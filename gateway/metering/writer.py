@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from gateway.records import RequestLog
-from gateway.storage.base import Settlement, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import Settlement
 
 log = logging.getLogger(__name__)
 

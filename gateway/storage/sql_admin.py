@@ -16,7 +16,7 @@ import msgspec
 
 from gateway.records import UserRecord
 from gateway.storage import sql_money as m
-from gateway.storage.base import (
+from gateway.storage.rows import (
     DailyCost,
     LogFilter,
     LogPage,

@@ -5,7 +5,7 @@ reservations table. Runs inside a read-only transaction the caller opened (one c
 
 from __future__ import annotations
 
-from gateway.storage.base import AuditProblem
+from gateway.storage.rows import AuditProblem
 from gateway.storage.sql_money import Tx
 
 _AUDIT_USERS = """SELECT u.id, u.balance_nano, u.used_nano,

@@ -20,7 +20,9 @@ import orjson
 
 from gateway.records import KeyRecord, RequestLog, UserRecord
 from gateway.storage import sql_money as m
-from gateway.storage.base import (
+from gateway.storage.base import Storage
+from gateway.storage.migrations import load_migrations
+from gateway.storage.rows import (
     DURABLE_HOLDER,
     LEASE_PREFIX,
     AuditProblem,
@@ -29,10 +31,8 @@ from gateway.storage.base import (
     LogPage,
     Reservation,
     Settlement,
-    Storage,
     UnchargedEntry,
 )
-from gateway.storage.migrations import load_migrations
 from gateway.storage.sql_audit import audit_in_tx
 from gateway.storage.sql_documents import SqlDocuments
 from gateway.storage.sql_tasks import SqlTaskStore

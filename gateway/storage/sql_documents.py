@@ -11,7 +11,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gateway.storage.base import Document, DocumentExists
+from gateway.storage.rows import Document, DocumentExists
 
 if TYPE_CHECKING:
     from gateway.storage.sql_money import Tx

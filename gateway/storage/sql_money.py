@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import msgspec
 
 from gateway.records import RequestLog
-from gateway.storage.base import LEASE_PREFIX, Reservation, Settlement
+from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
 
 log = logging.getLogger(__name__)
 Row = Mapping[str, Any]  # sqlite3.Row and asyncpg.Record both index by column name

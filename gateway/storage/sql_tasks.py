@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from gateway.storage import sql_money as m
-from gateway.storage.base import Settlement, TaskCallback, TaskRecord
+from gateway.storage.rows import Settlement, TaskCallback, TaskRecord
 
 if TYPE_CHECKING:
     from gateway.storage.sql_common import Dialect

@@ -43,7 +43,7 @@ import aiosqlite
 
 from gateway.records import RequestLog
 from gateway.storage import sql_money as m
-from gateway.storage.base import Settlement
+from gateway.storage.rows import Settlement
 from gateway.storage.sql_admin import SqlAdmin
 from gateway.storage.sql_common import AUTH_VERSION_SQL, CLOSE_GRACE_S, SQLITE
 

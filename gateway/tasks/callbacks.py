@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 import msgspec
 
-from gateway.storage.base import TaskCallback
+from gateway.storage.rows import TaskCallback
 from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination
 
 if TYPE_CHECKING:

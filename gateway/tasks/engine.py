@@ -44,7 +44,7 @@ import msgspec
 from gateway.errors import GatewayError, InvalidRequest, NotFound, UpstreamError
 from gateway.ratelimit import admit_call
 from gateway.records import Principal, RequestLog
-from gateway.storage.base import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
+from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
 from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
 from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, Submitted, TaskFamily
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination

@@ -18,7 +18,7 @@ from gateway.upstream.pool import Target
 
 if TYPE_CHECKING:
     from gateway.config import UpstreamConfig
-    from gateway.storage.base import TaskRecord
+    from gateway.storage.rows import TaskRecord
     from gateway.tasks.upstream import TaskHttp
 
 __all__ = ["Candidate", "Phase", "Snapshot", "Submitted", "TaskAdapter", "TaskFamily"]

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.errors import GatewayError
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import TaskFamily
 from gateway.upstream.attempt import UpstreamFailure
 

@@ -22,7 +22,7 @@ import orjson
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamHTTPError
 from gateway.money import scaled_cost
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
 from gateway.upstream.pool import UpstreamPool

@@ -21,7 +21,7 @@ from gateway.admin_ops import log_filter, log_json, paging
 from gateway.families import DEFAULT_FAMILY
 from gateway.http import endpoint, get_gateway, json_response
 from gateway.money import nano_to_usd
-from gateway.storage.base import LogFilter, TaskRecord
+from gateway.storage.rows import LogFilter, TaskRecord
 
 DAYS = 30
 _DAY_S = 86_400

@@ -11,7 +11,7 @@ from typing import Any
 
 from gateway.config import Config
 from gateway.storage import open_storage
-from gateway.storage.base import DURABLE_HOLDER
+from gateway.storage.rows import DURABLE_HOLDER
 from tests.conftest import GatewayHandle, StartGateway
 from tests.families.media_helpers import (
     MUSIC_PRICE_NANO,

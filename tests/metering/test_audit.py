@@ -8,7 +8,8 @@ import aiosqlite
 
 from gateway.metering.audit import audit_database, format_problems, run_audit
 from gateway.storage import open_storage
-from gateway.storage.base import Reservation, Settlement, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import Reservation, Settlement
 from gateway.storage.testing import NewPrincipal
 
 

@@ -13,7 +13,8 @@ from gateway.errors import InsufficientQuota
 from gateway.metering.audit import run_audit
 from gateway.metering.meter import Meter
 from gateway.records import RequestLog
-from gateway.storage.base import Reservation, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import Reservation
 from gateway.storage.testing import NewPrincipal, sample_log
 
 PRICE = 1_000

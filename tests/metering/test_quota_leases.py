@@ -18,7 +18,8 @@ from gateway.metering.audit import run_audit
 from gateway.metering.meter import Meter
 from gateway.records import KeyRecord
 from gateway.storage import open_storage
-from gateway.storage.base import KeyChanges, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import KeyChanges
 from gateway.storage.testing import NewPrincipal, sample_log
 from tests.metering.test_crash import CHILD, kill_when_busy
 

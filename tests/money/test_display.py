@@ -7,7 +7,7 @@ import datetime
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.storage.base import DailyCost
+from gateway.storage.rows import DailyCost
 from plugins.account_views import nano_to_cents, nano_to_rmb, usage_body, usage_range
 
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gateway.hookspecs import hookimpl
-from gateway.storage.base import KeyChanges, SoftLimitCrossing, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import KeyChanges, SoftLimitCrossing
 
 if TYPE_CHECKING:
     from gateway.storage.testing import NewPrincipal

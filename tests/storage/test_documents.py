@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.storage import open_storage
-from gateway.storage.base import Document, DocumentExists, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import Document, DocumentExists
 
 
 async def test_put_get_delete(storage: Storage) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.storage.base import Reservation
+from gateway.storage.rows import Reservation
 from gateway.storage.sql_money import GroupReserve
 
 

@@ -8,8 +8,8 @@ import sqlite3
 from pathlib import Path
 
 from gateway.storage import open_storage
-from gateway.storage.base import Reservation, Settlement
 from gateway.storage.migrations import load_migrations
+from gateway.storage.rows import Reservation, Settlement
 from gateway.storage.sql_common import SQLITE
 
 

@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from gateway.records import KeyRecord
 from gateway.storage import open_storage
-from gateway.storage.base import Reservation, Settlement
+from gateway.storage.rows import Reservation, Settlement
 from gateway.storage.sqlite import SqliteStorage
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from gateway.storage import open_storage
-from gateway.storage.base import LogFilter, NameTaken, Storage, TaskRecord, UserChanges
+from gateway.storage.base import Storage
 from gateway.storage.migrations import load_migrations
+from gateway.storage.rows import LogFilter, NameTaken, TaskRecord, UserChanges
 from gateway.storage.sql_common import SQLITE
 from gateway.storage.testing import NewPrincipal, sample_log
 

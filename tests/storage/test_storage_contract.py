@@ -10,8 +10,9 @@ import pytest
 
 from gateway.records import RequestLog
 from gateway.storage import open_storage
-from gateway.storage.base import KeyChanges, Reservation, Settlement, Storage, TaskRecord
+from gateway.storage.base import Storage
 from gateway.storage.migrations import load_migrations
+from gateway.storage.rows import KeyChanges, Reservation, Settlement, TaskRecord
 from gateway.storage.testing import NewPrincipal, sample_log
 
 

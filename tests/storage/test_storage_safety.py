@@ -12,8 +12,9 @@ import asyncpg
 
 from gateway.records import KeyRecord
 from gateway.storage import open_storage
-from gateway.storage.base import Reservation, Settlement, Storage
+from gateway.storage.base import Storage
 from gateway.storage.postgres import numbered, split_pool_options
+from gateway.storage.rows import Reservation, Settlement
 from gateway.storage.testing import NewPrincipal
 
 

@@ -15,7 +15,7 @@ import aiohttp
 import orjson
 
 from gateway.storage import open_storage
-from gateway.storage.base import DURABLE_HOLDER
+from gateway.storage.rows import DURABLE_HOLDER
 from tests.serving import free_port, spawn, stop, wait_healthy
 from tests.tasks.helpers import PRICE_NANO, PRICE_USD
 

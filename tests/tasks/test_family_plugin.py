@@ -21,7 +21,7 @@ from gateway.config import Config, UpstreamConfig
 from gateway.context import Gateway
 from gateway.hookspecs import hookimpl
 from gateway.http import endpoint, get_gateway, json_response, read_json_body, request_id
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Snapshot, Submitted, engine_of
 from gateway.tasks.family import Phase
 from gateway.tasks.upstream import TaskHttp

@@ -13,7 +13,7 @@ from typing import Any
 
 from gateway.config import Config
 from gateway.storage import open_storage
-from gateway.storage.base import DURABLE_HOLDER, Reservation, TaskRecord
+from gateway.storage.rows import DURABLE_HOLDER, Reservation, TaskRecord
 from gateway.tasks import Snapshot, engine_of
 from tests.conftest import GatewayHandle, StartGateway
 from tests.tasks.helpers import (

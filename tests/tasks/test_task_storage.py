@@ -9,7 +9,8 @@ import secrets
 import time
 
 from gateway.records import Principal
-from gateway.storage.base import DURABLE_HOLDER, Reservation, Settlement, Storage, TaskRecord
+from gateway.storage.base import Storage
+from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
 from gateway.storage.testing import NewPrincipal, new_principal, storage
 
 __all__ = ["new_principal", "storage"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from gateway.errors import InvalidRequest
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from translators.imagetask.wire import Button
 
 GRID_ACTIONS = frozenset({"IMAGINE", "BLEND", "VARIATION", "REROLL", "ZOOM", "PAN", "MODAL"})

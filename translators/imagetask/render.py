@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from translators.imagetask.actions import buttons
 from translators.imagetask.wire import CallbackOut, Properties, Result, Stored, TaskOut
 

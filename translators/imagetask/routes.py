@@ -19,7 +19,7 @@ from gateway.http import decode_body, endpoint, get_gateway, json_response, read
 from gateway.money import unit_cost
 from gateway.openapi import documented
 from gateway.records import Principal
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, TaskEngine, engine_of
 from translators.imagetask import upstream
 from translators.imagetask import validation as v

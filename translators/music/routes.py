@@ -16,7 +16,7 @@ from gateway.http import decode_body, endpoint, get_gateway, json_response, read
 from gateway.money import unit_cost
 from gateway.openapi import documented
 from gateway.records import Principal
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, TaskEngine, engine_of
 from gateway.upstream.pool import Target
 from translators.music import upstream

@@ -18,7 +18,8 @@ from typing import Any
 import msgspec
 
 from gateway.errors import InvalidRequest, NotFound
-from gateway.storage.base import Document, Storage
+from gateway.storage.base import Storage
+from gateway.storage.rows import Document
 
 Json = dict[str, Any]
 KIND = "response"

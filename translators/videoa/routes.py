@@ -17,7 +17,7 @@ from gateway.http import decode_body, endpoint, get_gateway, json_response, read
 from gateway.money import nano_to_usd, unit_cost
 from gateway.openapi import documented
 from gateway.records import Principal
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, engine_of
 from translators.videoa import upstream
 from translators.videoa import validation as v

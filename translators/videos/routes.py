@@ -15,7 +15,7 @@ from gateway.http import endpoint, get_gateway, json_response, read_json_body, r
 from gateway.money import unit_cost
 from gateway.openapi import JSON, MULTIPART, documented
 from gateway.records import Principal
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, engine_of
 from translators.videos import upstream
 from translators.videos import validation as v

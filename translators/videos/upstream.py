@@ -13,7 +13,7 @@ import msgspec
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError
-from gateway.storage.base import TaskRecord
+from gateway.storage.rows import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
 from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, poll_each, prorated_charge, refusal
