@@ -76,12 +76,53 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _running.clear()
 
 
+def _awaiting(coro: Any) -> list[str]:
+    """Where a suspended coroutine stands, down its chain of awaits (a task's own stack shows only
+    its outermost frame)."""
+    lines: list[str] = []
+    while coro is not None:
+        frame = next((f for a in ("cr_frame", "gi_frame", "ag_frame") if (f := getattr(coro, a, None))), None)
+        if frame is not None:
+            lines.append(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = next((c for a in ("cr_await", "gi_yieldfrom", "ag_await")
+                     if (c := getattr(coro, a, None))), None)
+    return lines
+
+
 def _dump_tasks(nodeid: str) -> None:
     out = sys.__stderr__
     print(f"\n=== {nodeid} has run {HANG_DUMP_AFTER_S:g}s: every asyncio task ===", file=out)
     for task in asyncio.all_tasks():
-        print(f"--- {task!r}", file=out)
-        task.print_stack(limit=12, file=out)
+        print(f"--- {task.get_name()}", file=out)
+        for line in _awaiting(task.get_coro()):
+            print(f"    {line}", file=out)
+    if out is not None:
+        out.flush()
+
+
+async def _dump_database_activity() -> None:
+    """What every PostgreSQL session that is not idle is doing or waiting for (a hang in the
+    database shows there: a lock wait, or a transaction left open by the client)."""
+    import asyncpg
+
+    from gateway.storage.testing import admin_dsn
+
+    out = sys.__stderr__
+    try:
+        conn = await asyncpg.connect(admin_dsn(), timeout=3)
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        print(f"=== PostgreSQL not reachable for the activity dump: {exc}", file=out)
+        return
+    try:
+        rows = await conn.fetch(
+            "SELECT pid, datname, state, wait_event_type, wait_event, now() - xact_start AS in_xact, "
+            "pg_blocking_pids(pid) AS blocked_by, left(query, 200) AS query FROM pg_stat_activity "
+            "WHERE state <> 'idle' AND pid <> pg_backend_pid()")
+    finally:
+        await conn.close()
+    print("=== PostgreSQL sessions not idle ===", file=out)
+    for row in rows:
+        print("    " + " | ".join(str(v) for v in row.values()), file=out)
     if out is not None:
         out.flush()
 
@@ -95,6 +136,7 @@ async def hang_watchdog() -> AsyncIterator[None]:
             if since is not None and not _running["dumped"] and time.monotonic() - since > HANG_DUMP_AFTER_S:
                 _running["dumped"] = True
                 _dump_tasks(_running["nodeid"])
+                await _dump_database_activity()
 
     task = asyncio.create_task(watch(), name="hang-watchdog")
     yield
