@@ -67,6 +67,10 @@ def new_request_id() -> str:
 # The scope key under which the server's protocol notes when a request's head was parsed
 # (``time.perf_counter()``; ``gateway.uvicorn_protocol``); a server that does not is read as "now".
 ARRIVED_SCOPE_KEY = "gateway.arrived"
+# The scope key the server's protocol sets (to True) once a request's whole body has been received
+# and is buffered for ``receive`` (``gateway.uvicorn_protocol``): a body wait then cannot stall,
+# so ``gateway.deadlines`` arms no timer for it.
+BODY_COMPLETE_SCOPE_KEY = "gateway.body_complete"
 
 
 def arrived(request: Request) -> float:

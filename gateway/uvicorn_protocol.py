@@ -15,6 +15,8 @@
   and two packets; the head waits for the body's write (at most until the end of that turn of the
   event loop, so a stream's head is not held back by its upstream); a body over ``JOIN_MAX``
   bytes is not copied to join it.
+* **A note in the scope once the whole body is in** (``BODY_COMPLETE_SCOPE_KEY``), so that the
+  body deadline (``gateway.deadlines``) arms no timer for a body that is already buffered.
 * **An answer to a request the parser refuses** (a NUL or lone CR in a header, a header line
   without a colon): ``400`` in the default error envelope, ``invalid_request``, with a fresh
   ``X-Service-Request-Id`` that an access-log line also names, instead of uvicorn's plain text.
@@ -33,7 +35,13 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.errors import InvalidRequest
 from gateway.families import render_default_error
-from gateway.http import ARRIVED_SCOPE_KEY, JSON_MEDIA_TYPE, REQUEST_ID_HEADER, new_request_id
+from gateway.http import (
+    ARRIVED_SCOPE_KEY,
+    BODY_COMPLETE_SCOPE_KEY,
+    JSON_MEDIA_TYPE,
+    REQUEST_ID_HEADER,
+    new_request_id,
+)
 
 access_log = logging.getLogger("gateway.access")
 
@@ -166,6 +174,7 @@ class GatewayHttpTools(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._in_body = False
+        self.scope[BODY_COMPLETE_SCOPE_KEY] = True  # type: ignore[literal-required]
         super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
