@@ -14,8 +14,6 @@ from typing import Any
 
 import pluggy
 from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -27,8 +25,7 @@ from gateway.auth import Authenticator
 from gateway.catalogue import Catalogue
 from gateway.config import Config, check_protocols
 from gateway.context import Gateway
-from gateway.errors import GatewayError, MethodNotAllowed, NotFound
-from gateway.http import json_response, path_error_response
+from gateway.http import json_response
 from gateway.metering.meter import Meter
 from gateway.middleware import middleware_stack
 from gateway.offload import BUDGET_BODIES, BodyWorkBudget, return_freed_memory_to_the_system
@@ -74,7 +71,6 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
     app = GatewayApp(
         routes=[*core_routes(), *collect_routes(pm, gateway)],
         middleware=middleware_stack(config, families),
-        exception_handlers={HTTPException: http_exception, GatewayError: gateway_exception},
         lifespan=_lifespan(gateway, body_work),
     )
     # No 307 to the path with(out) its trailing slash: Starlette builds that Location from the
@@ -87,16 +83,16 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
 
 
 class GatewayApp(Starlette):
-    """Starlette without its outermost ServerErrorMiddleware: ``EdgeMiddleware``, outermost here,
-    already answers whatever escapes the routes in the path's family envelope, so that layer would
-    only wrap ``send`` once more on every request. Fixed paths are dispatched by dict lookup, and
-    function endpoints run without Starlette's second exception layer (``gateway.routing``)."""
+    """Starlette without its two exception layers (ServerErrorMiddleware, outermost, and
+    ExceptionMiddleware, innermost): ``EdgeMiddleware``, outermost here, answers whatever escapes
+    the routes in the path's family envelope (routing's 404 and 405 included), and each of those
+    layers would only wrap ``send`` once more on every request. Fixed paths are dispatched by dict
+    lookup, and function endpoints run without Starlette's per-route exception layer
+    (``gateway.routing``)."""
 
     def build_middleware_stack(self) -> ASGIApp:
-        handlers = {k: v for k, v in self.exception_handlers.items() if k not in (500, Exception)}
         lean_handlers(self.router.routes)
-        dispatch = ExactPathDispatch(self.router)
-        app: ASGIApp = ExceptionMiddleware(dispatch, handlers=handlers, debug=self.debug)
+        app: ASGIApp = ExactPathDispatch(self.router)
         for cls, args, kwargs in reversed(self.user_middleware):
             app = cls(app, *args, **kwargs)
         return app
@@ -123,29 +119,6 @@ async def healthz(request: Request) -> Response:
 def notify_finished(gateway: Gateway, record: RequestLog) -> None:
     """The Meter's ``on_finished`` (which logs and survives a failing subscriber)."""
     gateway.plugins.hook.gateway_request_finished(gateway=gateway, log=record)
-
-
-async def http_exception(request: Request, exc: Exception) -> Response:
-    """Routing errors (unknown path, wrong method) in the envelope of the path's family."""
-    assert isinstance(exc, HTTPException)
-    path = request.url.path
-    err: GatewayError
-    if exc.status_code == 404:
-        err = NotFound(f"Unknown request URL: {request.method} {path}.")
-    elif exc.status_code == 405:
-        err = MethodNotAllowed(f"Method {request.method} is not allowed for {path}.")
-    else:
-        err = GatewayError(str(exc.detail), status=exc.status_code, code="http_error")
-    response = path_error_response(request, err)
-    if exc.headers:
-        response.headers.update(exc.headers)
-    return response
-
-
-async def gateway_exception(request: Request, exc: Exception) -> Response:
-    """A GatewayError raised by a route that is not wrapped in ``endpoint``."""
-    assert isinstance(exc, GatewayError)
-    return path_error_response(request, exc)
 
 
 async def _await_all(results: Iterable[Any]) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from urllib.parse import unquote_plus
 
 import orjson
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -31,7 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.config import Config
 from gateway.deadlines import BodyDeadlineMiddleware
-from gateway.errors import GatewayError, RequestTooLarge
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound, RequestTooLarge
 from gateway.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.keys import Network, client_ip_from, parse_networks
@@ -79,9 +80,10 @@ class EdgeMiddleware:
     * the access log (when on): one JSON line after the response ended, so it never delays it:
       method, path (credentials redacted), status, duration, request id, client IP and the fields
       of the metered call;
-    * the last line of defence: an exception that escaped every route and exception handler is
-      answered in the envelope of the family that owns the path (through
-      ``gateway_handle_exception`` for anything that is not a GatewayError). Once a response has
+    * the one exception layer: an exception that escaped the route is answered in the envelope
+      of the family that owns the path (the router's 404 and 405 as ``not_found`` and
+      ``method_not_allowed``, through ``gateway_handle_exception`` for anything that is not a
+      GatewayError or the router's). Once a response has
       started nothing can be sent instead, so the exception goes on to the server, which closes
       the connection.
     """
@@ -161,7 +163,11 @@ class EdgeMiddleware:
 
     async def _guard(self, exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
         response: Response
-        if isinstance(exc, GatewayError):
+        if isinstance(exc, HTTPException):  # the router's: an unknown path, a wrong method
+            response = _envelope(self.families, scope["path"], routing_error(scope, exc))
+            if exc.headers:
+                response.headers.update(exc.headers)  # a 405's Allow
+        elif isinstance(exc, GatewayError):
             response = _envelope(self.families, scope["path"], exc)
         else:
             owner = self.families.for_path(scope["path"])
@@ -180,6 +186,17 @@ class EdgeMiddleware:
         return client_ip_from(peer, forwarded, self.trusted)
 
 
+def routing_error(scope: Scope, exc: HTTPException) -> GatewayError:
+    """The router's refusal of a request as the gateway's error (answered in the envelope of the
+    path's family)."""
+    method, path = scope["method"], scope["path"]
+    if exc.status_code == 404:
+        return NotFound(f"Unknown request URL: {method} {path}.")
+    if exc.status_code == 405:
+        return MethodNotAllowed(f"Method {method} is not allowed for {path}.")
+    return GatewayError(str(exc.detail), status=exc.status_code, code="http_error")
+
+
 def _envelope(families: FamilyRegistry, path: str, err: GatewayError) -> Response:
     return Response(families.render_for_path(path, err), status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
@@ -188,7 +205,7 @@ class BodyLimitMiddleware:
     """413 ``request_too_large``: at once when Content-Length is over the path's limit (the owning
     family's ``body_limit``, else ``limits.json_body_bytes``), otherwise by counting the body as it
     is received (chunked uploads) and raising RequestTooLarge from ``receive``, which the route's
-    ``endpoint`` wrapper (or ErrorGuard) turns into the envelope."""
+    ``endpoint`` wrapper (or ``EdgeMiddleware``'s guard) turns into the envelope."""
 
     def __init__(self, app: ASGIApp, config: Config, families: FamilyRegistry) -> None:
         self.app = app

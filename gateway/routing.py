@@ -9,7 +9,7 @@ can match that path, and anything it does not match fully (a wrong method, a tem
 
 ``lean_handlers`` replaces Starlette's ``request_response`` wrapper of a function endpoint (which
 catches exceptions a second time and wraps ``send`` once more) with a bare call: every exception a
-route raises still reaches the app's ``ExceptionMiddleware``, which has the same handlers.
+route raises still reaches ``EdgeMiddleware``'s guard, which answers it in the family's envelope.
 """
 
 from __future__ import annotations
