@@ -50,8 +50,8 @@ def _admit(request: Request, principal: Principal, family: str, model_id: str, s
     gw = get_gateway(request)
     model = gw.catalogue.check(principal, model_id)
     return CallContext(gateway=gw, request_id=request_id(request), principal=principal, model=model,
-                       route=request.url.path, family=family, is_stream=stream, started=time.perf_counter(),
-                       arrived=arrived(request))
+                       route=request.scope["path"], family=family, is_stream=stream,
+                       started=time.perf_counter(), arrived=arrived(request))
 
 
 def _fail(request: Request, family: str, ctx: CallContext | None, err: GatewayError) -> Response:

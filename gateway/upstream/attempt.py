@@ -93,14 +93,11 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
     parts of the key in that message). A 2xx or other 4xx response is returned open (the caller
     releases it)."""
     upstream = target.upstream
-    url, upstream_headers = pool.locate(upstream, call.path, target.upstream_model)
-    headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT, REQUEST_ID_HEADER: request_id}
-    headers.update(upstream_headers)
-    headers.update(call.headers)
+    url, upstream_headers = pool.locate(upstream, call.path, target.upstream_model, remember=True)
+    headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT, REQUEST_ID_HEADER: request_id,
+               **upstream_headers, **call.headers}
     timeouts = upstream.timeouts
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect_s,
-                                    connect=timeouts.connect_s + timeouts.first_byte_s,
-                                    sock_read=timeouts.idle_s)
+    timeout = pool.client_timeout(upstream)
     session = pool.session
     with upstream_io(upstream.name, "before the first byte"):
         async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):

@@ -23,6 +23,8 @@ from gateway.errors import UpstreamError
 from gateway.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
 from gateway.upstream.health import UpstreamHealth
 
+LOCATED_MAX = 4096  # located calls remembered per pool; later ones are computed each time
+
 
 class UrlStyle(Protocol):
     """A non-standard layout of an upstream's URLs and credential, declared by a protocol's adapter
@@ -76,6 +78,10 @@ class UpstreamPool:
         self.cooldowns_total: defaultdict[str, int] = defaultdict(int)
         self._session: aiohttp.ClientSession | None = None
         self._rng = random.Random()
+        # (upstream, path, model) -> URL and headers: this pool's config never changes (a reload
+        # makes a new pool), and the same few calls are located on every request.
+        self._located: dict[tuple[str, str, str], tuple[str, dict[str, str]]] = {}
+        self._timeouts: dict[str, aiohttp.ClientTimeout] = {}
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=1024, limit_per_host=512, ttl_dns_cache=300,
@@ -140,12 +146,25 @@ class UpstreamPool:
 
     # --- HTTP ------------------------------------------------------------------------------------
 
-    def locate(self, upstream: UpstreamConfig, path: str,
-               upstream_model: str = "") -> tuple[str, dict[str, str]]:
+    def locate(self, upstream: UpstreamConfig, path: str, upstream_model: str = "", *,
+               remember: bool = False) -> tuple[str, dict[str, str]]:
         """The URL of one call (``path``: the protocol's standard path and query) and the headers
         every call to ``upstream`` carries: its credential as the protocol (or its style) sends
         it, then the upstream's own ``headers``. The one place upstream URLs are made: the
-        adapter declares the version segment its paths start with (``version_prefix``)."""
+        adapter declares the version segment its paths start with (``version_prefix``). The
+        headers returned may be shared: a caller copies them before adding its own. With
+        ``remember`` (the text calls, whose few paths recur on every request) the answer is kept."""
+        if not remember:
+            return self._locate(upstream, path, upstream_model)
+        cache_key = (upstream.name, path, upstream_model)
+        found = self._located.get(cache_key)
+        if found is None:
+            found = self._locate(upstream, path, upstream_model)
+            if len(self._located) < LOCATED_MAX:
+                self._located[cache_key] = found
+        return found
+
+    def _locate(self, upstream: UpstreamConfig, path: str, upstream_model: str) -> tuple[str, dict[str, str]]:
         adapter = self.protocol_adapter(upstream.protocol)
         if upstream.style != "standard":
             styles: Mapping[str, UrlStyle] = getattr(adapter, "url_styles", {})
@@ -158,6 +177,17 @@ class UpstreamPool:
             url = join_url(upstream.base_url, path, str(getattr(adapter, "version_prefix", "")))
             headers = adapter.auth_headers(upstream.api_key)
         return url, {**headers, **upstream.headers}
+
+    def client_timeout(self, upstream: UpstreamConfig) -> aiohttp.ClientTimeout:
+        """aiohttp's per-request timeouts of a text call to ``upstream``: connect, and each read
+        within the idle timeout (the first byte's own bound is the caller's)."""
+        timeout = self._timeouts.get(upstream.name)
+        if timeout is None:
+            t = upstream.timeouts
+            timeout = self._timeouts[upstream.name] = aiohttp.ClientTimeout(
+                total=None, sock_connect=t.connect_s, connect=t.connect_s + t.first_byte_s,
+                sock_read=t.idle_s)
+        return timeout
 
     def can(self, protocol: str, capability: str) -> bool:
         """True when the adapter of ``protocol`` declares ``capability``."""
