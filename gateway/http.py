@@ -153,11 +153,27 @@ async def read_json_body(request: Request) -> bytes:
     ``limits.json_max_elements`` (``gateway.offload.check_elements``). The body-limit middleware
     raises RequestTooLarge from here when the body grows past its limit."""
     tally = ElementTally()
-    chunks = []
-    async for chunk in request.stream():
-        tally.feed(chunk)  # a chunk at a time: no pass over a whole large body on the event loop
-        chunks.append(chunk)
-    body = b"".join(chunks)
+    chunks: list[bytes] = []
+    if hasattr(request, "_body") or request._stream_consumed:  # read before: Starlette has it
+        chunks.append(await request.body())
+        tally.feed(chunks[0])
+    else:
+        # ``receive`` directly, as ``Request.stream`` does, without its async generator per request.
+        receive = request.receive
+        while True:
+            message = await receive()
+            if message["type"] == "http.request":
+                chunk = message.get("body", b"")
+                if chunk:
+                    tally.feed(chunk)  # a chunk at a time: no pass over a whole large body on the loop
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+            elif message["type"] == "http.disconnect":
+                request._is_disconnected = True
+                raise ClientDisconnect()
+        request._stream_consumed = True
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     request._body = body  # what Request.body() caches: later readers get the same bytes
     if not body or body.isspace():
         raise InvalidRequest("The request body is empty; a JSON object is required.")
