@@ -88,7 +88,7 @@ class ClientCall:
         return self._canonical
 
 
-@dataclass
+@dataclass(slots=True)
 class CallContext:
     gateway: Gateway
     request_id: str
