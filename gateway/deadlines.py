@@ -42,7 +42,7 @@ class BodyDeadlineMiddleware:
         self.total_s = limits.body_total_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or BODY_COMPLETE_SCOPE_KEY in scope:  # nothing left to wait for
             await self.app(scope, receive, send)
             return
         started = time.monotonic()

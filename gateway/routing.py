@@ -76,13 +76,16 @@ class ExactPathDispatch:
         if scope["type"] == "http" and not scope.get("root_path"):
             candidates = self._lookup(scope["path"])
             if candidates is not None:
+                method = scope["method"]
                 for route in candidates:
-                    match, child_scope = route.matches(scope)
-                    if match is Match.FULL:
+                    # What Route.matches and Route.handle decide for a path known to be this
+                    # route's own (no parameters): only the method is left to check.
+                    if route.methods is None or method in route.methods:
                         scope.setdefault("router", self.router)
                         scope["route"] = route  # as the Router records it (the /metrics label)
-                        scope.update(child_scope)
-                        await route.handle(scope, receive, send)
+                        scope["endpoint"] = route.endpoint
+                        scope["path_params"] = dict(scope.get("path_params", ()))
+                        await route.app(scope, receive, send)
                         return
         await self.router(scope, receive, send)
 
