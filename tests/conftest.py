@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import secrets
 import sys
 import time
@@ -141,6 +142,49 @@ async def hang_watchdog() -> AsyncIterator[None]:
     task = asyncio.create_task(watch(), name="hang-watchdog")
     yield
     task.cancel()
+
+
+# --- HTTP clients of a test ------------------------------------------------------------------------
+# Every test shares one event loop. An SDK client (openai, anthropic, google-genai and ollama all sit
+# on httpx) that a test drops without closing is collected later by the cyclic garbage collector,
+# in the middle of whatever runs then: the collector's finalizers close its sockets behind asyncio's
+# back, and the openai and anthropic clients' own finalizers schedule ``aclose`` on the loop, whose
+# abort of each stale transport unregisters that fd from the loop, by then often the fd of a new
+# socket (a PostgreSQL connection, a gateway's client connection), which then waits for ever. That
+# was the replicas ceiling test's flake (a hundred such stale aborts in tests/relay and tests/core
+# alone). So every client made on the loop during a test is kept alive until the test ends and then
+# closed on the loop, while its sockets are still its own.
+_test_clients: list[tuple[Any, asyncio.AbstractEventLoop]] = []
+
+
+def _keep_clients_of(client_class: Any) -> None:
+    """Make every ``client_class`` made on a running loop a client of the running test."""
+    original = client_class.__init__
+
+    def kept_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        with contextlib.suppress(RuntimeError):  # made outside any running loop: nothing to keep
+            _test_clients.append((self, asyncio.get_running_loop()))
+
+    client_class.__init__ = kept_init
+
+
+# httpx, and httpx2, the fork the openai and anthropic SDKs are built on.
+for _module in ("httpx", "httpx2"):
+    with contextlib.suppress(ImportError):
+        _keep_clients_of(importlib.import_module(_module).AsyncClient)
+
+
+@pytest_asyncio.fixture(autouse=True)
+async def close_test_http_clients() -> AsyncIterator[None]:
+    yield
+    loop = asyncio.get_running_loop()
+    clients = [client for client, made_on in _test_clients if made_on is loop]  # not another thread's
+    _test_clients.clear()
+    for client in clients:
+        if not client.is_closed:
+            with contextlib.suppress(Exception):
+                await client.aclose()
 
 
 # --- configs -------------------------------------------------------------------------------------

@@ -306,15 +306,10 @@ async def test_one_key_ceiling_holds_across_replicas(
         await watcher_storage.close()
     broken = [repr(e) for e in ended if isinstance(e, BaseException)]
     if broken:
-        # KNOWN OPEN BUG (see the closing notes of 2026-11-26): in a full run of the suite, about one
-        # run in two, a call of the burst waits for ever (or sees its connection reset). Diagnosed
-        # so far: the PostgreSQL connection it waits on is alive and unpaused, PostgreSQL has
-        # answered and waits for the client, but the event loop no longer watches that socket (its
-        # fd is in neither the selector's map nor the kernel's epoll set): a registration lost on
-        # this shared test loop, where every earlier test's sockets were opened and closed (fd
-        # reuse). Not seen with the file run alone. Until found it is reported here, not hidden:
-        # the money assertions below still fail the test whenever every call was answered.
-        pytest.xfail(f"{len(broken)} of {CALLS} calls broke at the transport: {broken[:3]}")
+        # Every call must be answered. (A call that waited for ever here was a leaked SDK client of an
+        # earlier test unregistering a reused fd from the shared loop: see close_test_http_clients
+        # in tests/conftest.py.)
+        pytest.fail(f"{len(broken)} of {CALLS} calls broke at the transport: {broken[:3]}")
     results = [e for e in ended if not isinstance(e, BaseException)]
     async with asyncio.timeout(30):
         await a.gateway.meter.flush()
