@@ -18,6 +18,7 @@ the request's per-call state is one ``ClientCall``. Every call ends in exactly o
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -65,6 +66,12 @@ def _crashed(ctx: CallContext | None) -> None:
     to ``gateway_handle_exception``, which answers 500)."""
     if ctx is not None:
         ctx.finish(500, "gateway_error", error_code="internal_error")
+
+
+def _succeeded(ctx: CallContext, usage: Usage) -> Callable[[], None]:
+    """A whole answer's ending, run once it is handed to the server (``body_response``'s ``then``:
+    the client does not wait for the request log and the settlement's queueing)."""
+    return lambda: ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
 
 
 def _targets(gw: Gateway, model_id: str, capability: str = "generate") -> list[Target]:
@@ -120,8 +127,7 @@ async def _generate_once(request: Request, ctx: CallContext, call: ClientCall,
     target, data = await attempt(ctx, targets, lambda t: build_call(call, pool, t), read_body)
     # A large answer is decoded and re-encoded off the event loop, like a large request.
     out, usage = await off_loop(request, len(data), lambda: _answer(call, pool, target, data, ctx.model.id))
-    ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
-    return body_response(out)
+    return body_response(out, then=_succeeded(ctx, usage))
 
 
 def _answer(call: ClientCall, pool: UpstreamPool, target: Target, data: bytes,
@@ -190,9 +196,8 @@ async def _embed_once(request: Request, ctx: CallContext, frontend: EmbeddingFro
     if usage is None or usage.input_tokens == 0:
         usage = Usage(input_tokens=input_estimate, estimated=True)
     # Embeddings are billed by prompt tokens only (spec section 8).
-    usage = Usage(input_tokens=usage.input_tokens, estimated=usage.estimated)
-    ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
-    return body_response(out)
+    return body_response(out, then=_succeeded(ctx, Usage(input_tokens=usage.input_tokens,
+                                                         estimated=usage.estimated)))
 
 
 def _embedding_answer(frontend: EmbeddingFrontend, embed: EmbeddingRequest, pool: UpstreamPool,
