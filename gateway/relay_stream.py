@@ -5,7 +5,8 @@ StreamingResponse) because it must run two things at once: pumping upstream chun
 (``await send`` applies the server's backpressure, so a slow client slows the upstream read
 instead of filling memory), and listening for ``http.disconnect``. A disconnect cancels the pump
 and closes the upstream connection, which stops the generation upstream; the usage generated so
-far is still metered.
+far is still metered. The first chunk (already read, proof that the stream started) goes out with
+the head from the response's own task, before the pump starts: a turn of the event loop sooner.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 import msgspec
@@ -212,20 +213,27 @@ class StreamRelay(Response):
         self._response = response
         self._first = first
         self._transform = transform
+        self._broken = False  # the upstream's stream broke or could not be read
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [(b"content-type", self._transform.content_type.encode("latin-1")),
                    (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
         outcome: Outcome = "client_disconnect"
-        pump = asyncio.ensure_future(self._pump(send))
-        watch = asyncio.ensure_future(self._watch_disconnect(receive))
+        tasks: list[asyncio.Future[Any]] = []
         try:
+            # The first chunk goes out with the head, from this task: the pump's task would take
+            # it a turn of the event loop later (the stream's time to first byte).
+            first = self._feed_first()
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            done, _ = await asyncio.wait({pump, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if first:
+                await send({"type": "http.response.body", "body": first, "more_body": True})
+            pump = asyncio.ensure_future(self._pump(send))
+            tasks = [pump, asyncio.ensure_future(self._watch_disconnect(receive))]
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             if pump in done:
                 outcome = pump.result()
         finally:
-            for task in (pump, watch):
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, OSError, UpstreamFailure):
                     await task
@@ -249,25 +257,36 @@ class StreamRelay(Response):
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    async def _pump(self, send: Send) -> Outcome:
-        transform = self._transform
-        broken = False
+    def _feed_first(self) -> bytes:
+        """What the first chunk becomes for the client; an unreadable one marks the stream broken
+        (the pump then ends it with the error frame)."""
         try:
-            out = transform.feed(self._first)  # inside: a first chunk can be unreadable too
-            if out:
-                await send({"type": "http.response.body", "body": out, "more_body": True})
-            with upstream_io(self._target.name, "mid-stream"):
-                while chunk := await self._response.content.readany():
-                    out = transform.feed(chunk)
-                    if out:
-                        await send({"type": "http.response.body", "body": out, "more_body": True})
-        except UpstreamFailure:
-            broken = True
+            return self._transform.feed(self._first)
         except (GatewayError, ValueError, msgspec.MsgspecError):
-            # An upstream answer its translator cannot read: the stream is as good as cut.
-            log.warning("unreadable upstream stream from %s (request %s)", self._ctx.upstream,
-                        self._ctx.request_id, exc_info=True)
-            broken = True
+            self._unreadable()
+            return b""
+
+    def _unreadable(self) -> None:
+        # An upstream answer its translator cannot read: the stream is as good as cut.
+        log.warning("unreadable upstream stream from %s (request %s)", self._ctx.upstream,
+                    self._ctx.request_id, exc_info=True)
+        self._broken = True
+
+    async def _pump(self, send: Send) -> Outcome:
+        """The rest of the stream, after the first chunk (``__call__``), then its tail."""
+        transform = self._transform
+        try:
+            if not self._broken:
+                with upstream_io(self._target.name, "mid-stream"):
+                    while chunk := await self._response.content.readany():
+                        out = transform.feed(chunk)
+                        if out:
+                            await send({"type": "http.response.body", "body": out, "more_body": True})
+        except UpstreamFailure:
+            self._broken = True
+        except (GatewayError, ValueError, msgspec.MsgspecError):
+            self._unreadable()
+        broken = self._broken
         tail = transform.close()
         outcome: Outcome = "success"
         if broken or not transform.complete:
