@@ -181,7 +181,7 @@ async def read_json_body(request: Request) -> bytes:
     chunks: list[bytes] = []
     if hasattr(request, "_body") or request._stream_consumed:  # read before: Starlette has it
         chunks.append(await request.body())
-        tally.feed(chunks[0])
+        tally.feed(chunks[-1])
     else:
         # ``receive`` directly, as ``Request.stream`` does, without its async generator per request.
         receive = request.receive
@@ -198,7 +198,7 @@ async def read_json_body(request: Request) -> bytes:
                 request._is_disconnected = True
                 raise ClientDisconnect()
         request._stream_consumed = True
-    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    body = b"".join(chunks)  # one chunk (the usual case) is returned as it is, not copied
     request._body = body  # what Request.body() caches: later readers get the same bytes
     if not body or body.isspace():
         raise InvalidRequest("The request body is empty; a JSON object is required.")

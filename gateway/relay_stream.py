@@ -286,10 +286,9 @@ class StreamRelay(Response):
             self._broken = True
         except (GatewayError, ValueError, msgspec.MsgspecError):
             self._unreadable()
-        broken = self._broken
         tail = transform.close()
         outcome: Outcome = "success"
-        if broken or not transform.complete:
+        if self._broken or not transform.complete:
             tail = transform.error(502, "upstream_error", "The upstream stream ended before it was complete.")
             outcome = "upstream_cut"
         self._settle(outcome)

@@ -34,6 +34,7 @@ from starlette.applications import Starlette
 
 from gateway.config import Config, parse_config
 from gateway.context import Gateway
+from tests.diagnostics import dump_database_activity
 
 # hypothesis is imported above, at collection, on purpose: otherwise a run of test folders that do
 # not use it imports it from its pytest plugin's end-of-session summary, and CPython 3.11.7's
@@ -101,33 +102,6 @@ def _dump_tasks(nodeid: str) -> None:
         out.flush()
 
 
-async def _dump_database_activity() -> None:
-    """What every PostgreSQL session that is not idle is doing or waiting for (a hang in the
-    database shows there: a lock wait, or a transaction left open by the client)."""
-    import asyncpg
-
-    from gateway.storage.testing import admin_dsn
-
-    out = sys.__stderr__
-    try:
-        conn = await asyncpg.connect(admin_dsn(), timeout=3)
-    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
-        print(f"=== PostgreSQL not reachable for the activity dump: {exc}", file=out)
-        return
-    try:
-        rows = await conn.fetch(
-            "SELECT pid, datname, state, wait_event_type, wait_event, now() - xact_start AS in_xact, "
-            "pg_blocking_pids(pid) AS blocked_by, left(query, 200) AS query FROM pg_stat_activity "
-            "WHERE state <> 'idle' AND pid <> pg_backend_pid()")
-    finally:
-        await conn.close()
-    print("=== PostgreSQL sessions not idle ===", file=out)
-    for row in rows:
-        print("    " + " | ".join(str(v) for v in row.values()), file=out)
-    if out is not None:
-        out.flush()
-
-
 @pytest_asyncio.fixture(scope="session", autouse=True)
 async def hang_watchdog() -> AsyncIterator[None]:
     async def watch() -> None:
@@ -137,7 +111,7 @@ async def hang_watchdog() -> AsyncIterator[None]:
             if since is not None and not _running["dumped"] and time.monotonic() - since > HANG_DUMP_AFTER_S:
                 _running["dumped"] = True
                 _dump_tasks(_running["nodeid"])
-                await _dump_database_activity()
+                await dump_database_activity()
 
     task = asyncio.create_task(watch(), name="hang-watchdog")
     yield

@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import secrets
 import signal
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -44,6 +43,7 @@ from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.migrations import load_migrations
 from gateway.storage.testing import create_database, drop_database, postgres_error, postgres_required
+from tests.diagnostics import dump_database_activity
 from tests.serving import free_port, spawn, stop, wait_healthy
 
 if TYPE_CHECKING:  # the root conftest is not importable as a module under pytest's import mode
@@ -228,19 +228,6 @@ assert round(QUOTA_USD * 10**9) == FITS * WORST_CASE_NANO
 BURST_TIMEOUT_S = 60.0
 
 
-async def _database_activity(dsn: str) -> str:
-    """The sessions of the test's database that are not idle, and what blocks them."""
-    conn = await asyncpg.connect(dsn, timeout=3)
-    try:
-        rows = await conn.fetch(
-            "SELECT pid, state, wait_event_type, wait_event, now() - xact_start AS in_xact, "
-            "pg_blocking_pids(pid) AS blocked_by, left(query, 200) AS query FROM pg_stat_activity "
-            "WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid()")
-    finally:
-        await conn.close()
-    return "=== sessions not idle:\n" + "\n".join(" | ".join(map(str, r.values())) for r in rows)
-
-
 def _flat_config(make_config: MakeConfig, sim_url: str, database: str, **overrides: Any) -> Config:
     """``sim-flat``: input free, output 1.5 USD/Mtok; its upstream waits 100 ms before answering,
     so that the calls overlap."""
@@ -297,7 +284,7 @@ async def test_one_key_ceiling_holds_across_replicas(
             except TimeoutError:
                 ended = [t.result() if t.done() and not t.cancelled() else TimeoutError("no answer")
                          for t in tasks]
-                print(await _database_activity(pg_dsn), file=sys.__stderr__)
+                await dump_database_activity()  # what a hung call waits on
             burst_s = time.monotonic() - started
     finally:
         watcher.cancel()
@@ -305,11 +292,9 @@ async def test_one_key_ceiling_holds_across_replicas(
             await watcher
         await watcher_storage.close()
     broken = [repr(e) for e in ended if isinstance(e, BaseException)]
-    if broken:
-        # Every call must be answered. (A call that waited for ever here was a leaked SDK client of an
-        # earlier test unregistering a reused fd from the shared loop: see close_test_http_clients
-        # in tests/conftest.py.)
-        pytest.fail(f"{len(broken)} of {CALLS} calls broke at the transport: {broken[:3]}")
+    # (A call that waited for ever here was a leaked SDK client of an earlier test unregistering a
+    # reused fd from the shared loop: see close_test_http_clients in tests/conftest.py.)
+    assert not broken, f"{len(broken)} calls broke: {broken[:5]}"
     results = [e for e in ended if not isinstance(e, BaseException)]
     async with asyncio.timeout(30):
         await a.gateway.meter.flush()
