@@ -16,7 +16,6 @@ import contextlib
 import logging
 from typing import Any, Protocol
 
-import aiohttp
 import msgspec
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -36,6 +35,7 @@ from gateway.records import Outcome
 from gateway.relay_call import CallContext, ClientCall
 from gateway.tokens import estimate_request_tokens, estimate_text_tokens
 from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, start_stream, upstream_io
+from gateway.upstream.http1 import UpstreamAnswer
 from gateway.upstream.pool import Target
 
 log = logging.getLogger("gateway.relay")
@@ -204,7 +204,7 @@ class StreamRelay(Response):
     """The ASGI response of a streamed call (see module docstring). A Response only so that a
     route may return it; it writes its own start and body, so Response's own state is unused."""
 
-    def __init__(self, ctx: CallContext, target: Target, response: aiohttp.ClientResponse, first: bytes,
+    def __init__(self, ctx: CallContext, target: Target, response: UpstreamAnswer, first: bytes,
                  transform: _Transform) -> None:  # no super().__init__: there is no body to render
         self.status_code = 200
         self.background = None
@@ -278,7 +278,7 @@ class StreamRelay(Response):
         try:
             if not self._broken:
                 with upstream_io(self._target.name, "mid-stream"):
-                    while chunk := await self._response.content.readany():
+                    while chunk := await self._response.readany():
                         out = transform.feed(chunk)
                         if out:
                             await send({"type": "http.response.body", "body": out, "more_body": True})

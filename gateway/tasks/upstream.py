@@ -25,12 +25,10 @@ from gateway.money import scaled_cost
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
-from gateway.upstream.pool import UpstreamPool
+from gateway.upstream.pool import USER_AGENT, UpstreamPool
 
 __all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "poll_each", "prorated_charge",
            "query_batch", "refusal"]
-
-_USER_AGENT = "model-gateway/0.1"
 
 
 class TaskReply(msgspec.Struct, frozen=True):
@@ -96,7 +94,7 @@ class TaskHttp:
         """One request to ``upstream.base_url + path`` with the upstream's own credential, within
         its connect and first-byte timeouts (or ``timeout_s`` for the whole call when shorter).
         Redirects are not followed (a task API answers JSON)."""
-        headers = {"User-Agent": _USER_AGENT}
+        headers = {"User-Agent": USER_AGENT}
         if request_id:
             headers[REQUEST_ID_HEADER] = request_id
         if body is not None:
@@ -125,7 +123,7 @@ class TaskHttp:
         reads are bounded by the idle timeout. Redirects are followed by default (result files
         often live behind one). The caller releases the response; a 401/429/5xx raises
         ``UpstreamFailure`` (released here)."""
-        headers = {"User-Agent": _USER_AGENT}
+        headers = {"User-Agent": USER_AGENT}
         if request_id:
             headers[REQUEST_ID_HEADER] = request_id
         url, upstream_headers = self._pool.locate(upstream, path)

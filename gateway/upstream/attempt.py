@@ -7,7 +7,8 @@ chunk). Only an ``UpstreamFailure`` (nothing reached the client yet: connect err
 the first byte, 401/429/5xx, a read that broke) moves on to the next target and cools the failed
 one down; an upstream's other 4xx is relayed (``relay_error``) in the client's envelope.
 
-aiohttp's errors are turned into gateway errors here and nowhere else: ``upstream_io`` maps
+The HTTP clients' errors are turned into gateway errors here and nowhere else: ``upstream_io`` maps
+the text relay's ``UpstreamConnectionError`` (``gateway.upstream.http1``), media tasks'
 ``aiohttp.ClientError`` and ``TimeoutError`` to ``UpstreamFailure`` (``raise ... from exc``), both
 before the first byte and in the middle of a relayed stream (where the relay ends the stream as
 cut instead of failing over).
@@ -16,7 +17,6 @@ cut instead of failing over).
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +29,7 @@ from gateway.canonical import EmbeddingRequest
 from gateway.errors import GatewayError, UpstreamError, UpstreamHTTPError
 from gateway.observe import current_request_id
 from gateway.translation import EmbeddingFrontend, UpstreamCall
+from gateway.upstream.http1 import UpstreamAnswer, UpstreamConnectionError
 
 if TYPE_CHECKING:
     from gateway.relay_call import CallContext, ClientCall
@@ -38,10 +39,9 @@ T = TypeVar("T")
 log = logging.getLogger("gateway.upstream")
 
 REQUEST_ID_HEADER = "X-Service-Request-Id"
-_USER_AGENT = "model-gateway/0.1"
-_ONE_WRITE_BYTES = 1024 * 1024  # aiohttp's TOO_LARGE_BYTES_BODY
+_REQUEST_ID_LINE = REQUEST_ID_HEADER.encode() + b": %b\r\n"
 
-Reader = Callable[["Target", aiohttp.ClientResponse], Awaitable[T]]
+Reader = Callable[["Target", UpstreamAnswer], Awaitable[T]]
 
 
 class UpstreamFailure(Exception):
@@ -61,8 +61,8 @@ class UpstreamFailure(Exception):
 
 
 class upstream_io:  # lower case: used like a function, ``with upstream_io(name, "..."):``
-    """The one place aiohttp's errors become gateway errors: inside the block, a client error or a
-    timeout of upstream ``name`` raises ``UpstreamFailure`` (chained). A class, not a generator
+    """The one place the HTTP clients' errors become gateway errors: inside the block, a client
+    error or a timeout of upstream ``name`` raises ``UpstreamFailure`` (chained). A class, not a generator
     context manager, because the stream relay enters it around its whole read loop and it should
     cost nothing per chunk either way."""
 
@@ -79,13 +79,13 @@ class upstream_io:  # lower case: used like a function, ``with upstream_io(name,
                  tb: TracebackType | None) -> Literal[False]:
         if isinstance(exc, TimeoutError):
             raise UpstreamFailure(self._name, f"timed out {self._doing}") from exc
-        if isinstance(exc, aiohttp.ClientError):
+        if isinstance(exc, (UpstreamConnectionError, aiohttp.ClientError)):
             raise UpstreamFailure(self._name, f"failed {self._doing} ({type(exc).__name__})") from exc
         return False
 
 
 async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
-                        request_id: str) -> aiohttp.ClientResponse:
+                        request_id: str) -> UpstreamAnswer:
     """Send one request and wait for the response headers (first byte), within the upstream's
     connect and first-byte timeouts; later reads are bounded by its idle timeout. Retryable
     failures raise UpstreamFailure: connection errors, timeouts, 429, 5xx, and 401 (the upstream
@@ -93,19 +93,13 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
     parts of the key in that message). A 2xx or other 4xx response is returned open (the caller
     releases it)."""
     upstream = target.upstream
-    url, upstream_headers = pool.locate(upstream, call.path, target.upstream_model, remember=True)
-    headers = {"Content-Type": "application/json", "User-Agent": _USER_AGENT, REQUEST_ID_HEADER: request_id,
-               **upstream_headers, **call.headers}
+    destination = pool.destination(upstream, call.path, target.upstream_model)
+    head = destination.head_with(call.headers) + _REQUEST_ID_LINE % request_id.encode()
     timeouts = upstream.timeouts
-    timeout = pool.client_timeout(upstream)
-    session = pool.session
     with upstream_io(upstream.name, "before the first byte"):
         async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
-            # A large body goes as a stream of chunks (aiohttp warns against one huge write).
-            body = call.body  # bytes, or the chunks of an upload relayed as it is read
-            data = io.BytesIO(body) if isinstance(body, bytes) and len(body) > _ONE_WRITE_BYTES else body
-            response = await session.post(url, data=data, headers=headers, timeout=timeout,
-                                           allow_redirects=False)
+            response = await pool.http.post(destination.origin, head, call.body,
+                                            connect_s=timeouts.connect_s, idle_s=timeouts.idle_s)
     if response.status in (401, 429) or response.status >= 500:
         status = response.status
         try:
@@ -119,7 +113,7 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
     return response
 
 
-async def relay_error(pool: UpstreamPool, target: Target, response: aiohttp.ClientResponse) -> GatewayError:
+async def relay_error(pool: UpstreamPool, target: Target, response: UpstreamAnswer) -> GatewayError:
     """An upstream's non-retryable 4xx, as an error in the client's envelope."""
     try:
         with upstream_io(target.name, "reading an error answer"):
@@ -130,7 +124,7 @@ async def relay_error(pool: UpstreamPool, target: Target, response: aiohttp.Clie
     return UpstreamHTTPError(response.status, message or f"The upstream answered HTTP {response.status}.")
 
 
-async def read_body(target: Target, response: aiohttp.ClientResponse) -> bytes:
+async def read_body(target: Target, response: UpstreamAnswer) -> bytes:
     """A ``Reader``: the whole answer body (the connection goes back to the pool)."""
     try:
         with upstream_io(target.name, "reading the body"):
@@ -139,12 +133,12 @@ async def read_body(target: Target, response: aiohttp.ClientResponse) -> bytes:
         response.release()
 
 
-async def read_first_chunk(target: Target, response: aiohttp.ClientResponse) -> bytes:
+async def read_first_chunk(target: Target, response: UpstreamAnswer) -> bytes:
     """A ``Reader`` for streams: the first chunk, proof that the stream started. The response stays
     open for the relay; on failure it is closed (dropping the connection)."""
     try:
         with upstream_io(target.name, "before the first chunk"):
-            first = await response.content.readany()
+            first = await response.readany()
     except BaseException:
         response.close()
         raise
@@ -155,7 +149,7 @@ async def read_first_chunk(target: Target, response: aiohttp.ClientResponse) -> 
 
 
 async def start_stream(target: Target,
-                       response: aiohttp.ClientResponse) -> tuple[aiohttp.ClientResponse, bytes]:
+                       response: UpstreamAnswer) -> tuple[UpstreamAnswer, bytes]:
     """The ``Reader`` of a streamed answer: the open response and its first chunk."""
     return response, await read_first_chunk(target, response)
 

@@ -1,4 +1,5 @@
-"""Upstreams: which ones may serve a model, in what order, and the one pooled HTTP client
+"""Upstreams: which ones may serve a model, in what order, and the pooled HTTP clients: the text
+relay's own HTTP/1.1 client (``gateway.upstream.http1``) and the aiohttp session of media tasks
 (requests are sent, and their failures mapped, by ``gateway.upstream.attempt``).
 
 Routing: candidates by ``priority`` (lower first), shuffled by ``weight`` among equals. An upstream
@@ -22,8 +23,10 @@ from gateway.config import Config, UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
 from gateway.upstream.health import UpstreamHealth
+from gateway.upstream.http1 import Destination, Http1Client
 
-LOCATED_MAX = 4096  # located calls remembered per pool; later ones are computed each time
+LOCATED_MAX = 4096  # text call destinations remembered per pool; later ones are made each time
+USER_AGENT = "model-gateway/0.1"
 
 
 class UrlStyle(Protocol):
@@ -77,11 +80,11 @@ class UpstreamPool:
         self.failures_total: defaultdict[str, int] = defaultdict(int)
         self.cooldowns_total: defaultdict[str, int] = defaultdict(int)
         self._session: aiohttp.ClientSession | None = None
+        self.http = Http1Client()  # the text relay's (``gateway.upstream.attempt``)
         self._rng = random.Random()
-        # (upstream, path, model) -> URL and headers: this pool's config never changes (a reload
-        # makes a new pool), and the same few calls are located on every request.
-        self._located: dict[tuple[str, str, str], tuple[str, dict[str, str]]] = {}
-        self._timeouts: dict[str, aiohttp.ClientTimeout] = {}
+        # (upstream, path, model) -> where a text call goes: this pool's config never changes (a
+        # reload makes a new pool), and the same few calls are made on every request.
+        self._destinations: dict[tuple[str, str, str], Destination] = {}
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=1024, limit_per_host=512, ttl_dns_cache=300,
@@ -91,6 +94,7 @@ class UpstreamPool:
                                               auto_decompress=True, skip_auto_headers=("User-Agent",))
 
     async def stop(self) -> None:
+        self.http.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -146,25 +150,12 @@ class UpstreamPool:
 
     # --- HTTP ------------------------------------------------------------------------------------
 
-    def locate(self, upstream: UpstreamConfig, path: str, upstream_model: str = "", *,
-               remember: bool = False) -> tuple[str, dict[str, str]]:
+    def locate(self, upstream: UpstreamConfig, path: str,
+               upstream_model: str = "") -> tuple[str, dict[str, str]]:
         """The URL of one call (``path``: the protocol's standard path and query) and the headers
         every call to ``upstream`` carries: its credential as the protocol (or its style) sends
         it, then the upstream's own ``headers``. The one place upstream URLs are made: the
-        adapter declares the version segment its paths start with (``version_prefix``). The
-        headers returned may be shared: a caller copies them before adding its own. With
-        ``remember`` (the text calls, whose few paths recur on every request) the answer is kept."""
-        if not remember:
-            return self._locate(upstream, path, upstream_model)
-        cache_key = (upstream.name, path, upstream_model)
-        found = self._located.get(cache_key)
-        if found is None:
-            found = self._locate(upstream, path, upstream_model)
-            if len(self._located) < LOCATED_MAX:
-                self._located[cache_key] = found
-        return found
-
-    def _locate(self, upstream: UpstreamConfig, path: str, upstream_model: str) -> tuple[str, dict[str, str]]:
+        adapter declares the version segment its paths start with (``version_prefix``)."""
         adapter = self.protocol_adapter(upstream.protocol)
         if upstream.style != "standard":
             styles: Mapping[str, UrlStyle] = getattr(adapter, "url_styles", {})
@@ -178,16 +169,21 @@ class UpstreamPool:
             headers = adapter.auth_headers(upstream.api_key)
         return url, {**headers, **upstream.headers}
 
-    def client_timeout(self, upstream: UpstreamConfig) -> aiohttp.ClientTimeout:
-        """aiohttp's per-request timeouts of a text call to ``upstream``: connect, and each read
-        within the idle timeout (the first byte's own bound is the caller's)."""
-        timeout = self._timeouts.get(upstream.name)
-        if timeout is None:
-            t = upstream.timeouts
-            timeout = self._timeouts[upstream.name] = aiohttp.ClientTimeout(
-                total=None, sock_connect=t.connect_s, connect=t.connect_s + t.first_byte_s,
-                sock_read=t.idle_s)
-        return timeout
+    def destination(self, upstream: UpstreamConfig, path: str, upstream_model: str) -> Destination:
+        """Where a text call goes (``locate``), with the head every such call sends: a JSON body,
+        the gateway's User-Agent, then the upstream's headers. Kept: the same few recur."""
+        key = (upstream.name, path, upstream_model)
+        found = self._destinations.get(key)
+        if found is None:
+            url, headers = self.locate(upstream, path, upstream_model)
+            try:
+                found = Destination(url, {"Content-Type": "application/json", "User-Agent": USER_AGENT,
+                                          **headers})
+            except ValueError as exc:
+                raise UpstreamError(f"Upstream {upstream.name!r}: {exc}.") from exc
+            if len(self._destinations) < LOCATED_MAX:
+                self._destinations[key] = found
+        return found
 
     def can(self, protocol: str, capability: str) -> bool:
         """True when the adapter of ``protocol`` declares ``capability``."""

@@ -16,17 +16,22 @@ from gateway.canonical import ChatRequest
 from gateway.relay_call import ClientCall
 from gateway.translation import RequestView
 from gateway.upstream.attempt import UpstreamFailure, upstream_io
+from gateway.upstream.http1 import ConnectFailed, Disconnected, MalformedAnswer
 from translators.chat.frontend import CHAT
 
 ROOT = Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize(("error", "reason"), [
+    (ConnectFailed("refused"), "failed connecting (ConnectFailed)"),
+    (Disconnected("gone"), "failed connecting (Disconnected)"),
+    (MalformedAnswer("not HTTP"), "failed connecting (MalformedAnswer)"),
     (aiohttp.ClientConnectionError("refused"), "failed connecting (ClientConnectionError)"),
     (aiohttp.ServerDisconnectedError(), "failed connecting (ServerDisconnectedError)"),
     (TimeoutError(), "timed out connecting"),
 ])
-def test_upstream_io_maps_aiohttp_errors_once_and_chains_them(error: BaseException, reason: str) -> None:
+def test_upstream_io_maps_client_errors_once_and_chains_them(error: BaseException,
+                                                             reason: str) -> None:
     with pytest.raises(UpstreamFailure) as info, upstream_io("up-1", "connecting"):
         raise error
     assert (info.value.upstream, info.value.reason) == ("up-1", reason)
@@ -40,14 +45,16 @@ def test_upstream_io_lets_everything_else_through() -> None:
         pass
 
 
-def test_aiohttp_errors_are_mapped_in_attempt_only() -> None:
-    """The relays and the pool name no aiohttp exception: ``upstream_io`` is the one mapping."""
+def test_client_errors_are_mapped_in_attempt_only() -> None:
+    """The relays and the pool name no HTTP client's exception: ``upstream_io`` is the one mapping."""
     for name in ("gateway/relay.py", "gateway/relay_stream.py", "gateway/relay_call.py",
                  "gateway/upstream/pool.py"):
         tree = ast.parse((ROOT / name).read_text())
         handlers = [ast.unparse(h.type) for h in ast.walk(tree)
                     if isinstance(h, ast.ExceptHandler) and h.type is not None]
-        assert not [h for h in handlers if "aiohttp" in h or "TimeoutError" in h], (name, handlers)
+        client_errors = ("aiohttp", "TimeoutError", "UpstreamConnectionError", "ConnectFailed",
+                         "Disconnected", "MalformedAnswer", "OSError")
+        assert not [h for h in handlers if any(word in h for word in client_errors)], (name, handlers)
 
 
 def test_the_stream_relay_does_not_import_the_plain_relay() -> None:

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 from typing import Literal
 
-import aiohttp
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -26,6 +25,7 @@ from gateway.records import Outcome
 from gateway.relay_call import CallContext
 from gateway.translation import UpstreamCall
 from gateway.upstream.attempt import UpstreamFailure, attempt, start_stream, upstream_io
+from gateway.upstream.http1 import UpstreamAnswer
 from gateway.upstream.pool import Target
 from translators.audio import billing
 from translators.audio.family import FAMILY, SPEECH
@@ -105,7 +105,7 @@ class SpeechStream(Response):
     """The ASGI response that relays the upstream's audio bytes as they come (see module doc); a
     Response only so that a route may return it (it writes its own start and body)."""
 
-    def __init__(self, ctx: CallContext, target: Target, response: aiohttp.ClientResponse, first: bytes,
+    def __init__(self, ctx: CallContext, target: Target, response: UpstreamAnswer, first: bytes,
                  media_type: str, charge: int) -> None:  # no super().__init__: no body to render
         self.status_code = 200
         self.background = None
@@ -145,7 +145,7 @@ class SpeechStream(Response):
         await send({"type": "http.response.body", "body": self._first, "more_body": True})
         try:
             with upstream_io(self._target.name, "mid-stream"):
-                while chunk := await self._response.content.readany():
+                while chunk := await self._response.readany():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
         except UpstreamFailure:
             # A raw audio stream has no error frame: the body is left unfinished, so the server

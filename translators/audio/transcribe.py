@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 
-import aiohttp
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
@@ -25,6 +24,7 @@ from gateway.records import Principal
 from gateway.relay_call import CallContext
 from gateway.translation import UpstreamCall
 from gateway.upstream.attempt import attempt, read_body
+from gateway.upstream.http1 import UpstreamAnswer
 from gateway.upstream.pool import Target
 from translators.audio import billing
 from translators.audio.family import FAMILY, TRANSCRIPTIONS, TRANSLATIONS
@@ -111,7 +111,7 @@ async def _relay(ctx: CallContext, task: Task, form: TranscriptionForm, upload: 
     def build(target: Target) -> UpstreamCall:
         return build_upload_call(_PATHS[task], form.upstream_fields(task, target.upstream_model), upload)
 
-    async def read(target: Target, response: aiohttp.ClientResponse) -> tuple[bytes, str]:
+    async def read(target: Target, response: UpstreamAnswer) -> tuple[bytes, str]:
         return await read_body(target, response), response.headers.get("Content-Type", "application/json")
 
     _, (body, content_type) = await attempt(ctx, audio_targets(ctx.gateway, form.model), build, read)

@@ -1,0 +1,417 @@
+"""The text relay's HTTP/1.1 client (``gateway.upstream.http1``) against a scripted server on
+loopback: what it sends, how it reads each kind of answer, when it reuses a connection."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import ssl
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+import httptools
+import pytest
+import trustme
+import uvloop
+
+from gateway.upstream import http1
+from gateway.upstream.http1 import ConnectFailed, Destination, Disconnected, Http1Client, MalformedAnswer
+
+
+@dataclass
+class Received:
+    connection: int
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class Script:
+    """What the server answers to each request (given the request and its transport)."""
+
+    answer: Callable[[Received, asyncio.Transport], Awaitable[None] | None]
+    received: list[Received] = field(default_factory=list)
+    connections: int = 0
+    tasks: set[asyncio.Future[None]] = field(default_factory=set)  # answers still being written
+
+
+class _ScriptedProtocol(asyncio.Protocol):
+    def __init__(self, script: Script) -> None:
+        self._script = script
+        script.connections += 1
+        self._number = script.connections
+        self._parser = httptools.HttpRequestParser(self)
+        self._headers: dict[str, str] = {}
+        self._body = bytearray()
+        self._path = ""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._parser.feed_data(data)
+
+    def on_url(self, url: bytes) -> None:
+        self._path = url.decode()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode().lower()] = value.decode()
+
+    def on_body(self, body: bytes) -> None:
+        self._body += body
+
+    def on_message_complete(self) -> None:
+        request = Received(self._number, self._path, self._headers, bytes(self._body))
+        self._headers, self._body = {}, bytearray()
+        self._script.received.append(request)
+        outcome = self._script.answer(request, self.transport)
+        if outcome is not None:
+            self._script.tasks.add(asyncio.ensure_future(outcome))
+
+
+async def _serve(script: Script, tls: ssl.SSLContext | None = None) -> tuple[asyncio.Server, int]:
+    server = await asyncio.get_running_loop().create_server(lambda: _ScriptedProtocol(script), "127.0.0.1", 0,
+                                                            ssl=tls)
+    return server, server.sockets[0].getsockname()[1]
+
+
+def _answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
+    lines = [f"HTTP/1.1 {status}", *headers]
+    if not any(h.lower().startswith(("content-length", "transfer-encoding")) for h in headers):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _fixed(raw: bytes) -> Callable[[Received, asyncio.Transport], None]:
+    return lambda _request, transport: transport.write(raw)
+
+
+async def _post(client: Http1Client, port: int, body: bytes = b"{}", idle_s: float = 5.0,
+                headers: dict[str, str] | None = None, scheme: str = "http") -> http1.UpstreamAnswer:
+    destination = Destination(f"{scheme}://127.0.0.1:{port}/v1/chat/completions",
+                              {"Content-Type": "application/json", "Authorization": "Bearer sk-1"})
+    return await client.post(destination.origin, destination.head_with(headers or {}), body,
+                             connect_s=2, idle_s=idle_s)
+
+
+async def test_sends_the_head_and_body_and_reuses_the_connection() -> None:
+    script = Script(_fixed(_answer(b'{"ok":true}', "Content-Type: application/json")))
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        for _ in range(3):
+            answer = await _post(client, port, body=b'{"model":"m"}')
+            assert answer.status == 200 and answer.headers.get("CONTENT-TYPE") == "application/json"
+            assert await answer.read() == b'{"ok":true}'
+            answer.release()
+        assert script.connections == 1  # one kept-alive connection served all three
+        first = script.received[0]
+        assert first.path == "/v1/chat/completions" and first.body == b'{"model":"m"}'
+        assert first.headers["authorization"] == "Bearer sk-1"
+        assert first.headers["host"] == f"127.0.0.1:{port}" and first.headers["content-length"] == "13"
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_call_header_replaces_a_fixed_one_of_any_case() -> None:
+    destination = Destination("http://h/x", {"Content-Type": "application/json", "X-Key": "a"})
+    head = destination.head_with({"content-type": "multipart/form-data; boundary=b"}).decode()
+    assert "application/json" not in head and "content-type: multipart/form-data; boundary=b" in head
+    assert "X-Key: a\r\n" in head and destination.head_with({}) is destination.head
+
+
+@pytest.mark.parametrize("bad", [{"X-A": "v\r\nX-Injected: 1"}, {"X-A\n": "v"}, {"X-A": "v\0"}])
+def test_a_header_that_would_break_its_line_is_refused(bad: dict[str, str]) -> None:
+    with pytest.raises(ValueError, match="line break or NUL"):
+        Destination("http://h/x", bad)
+    with pytest.raises(ValueError, match="line break or NUL"):
+        Destination("http://h/x", {}).head_with(bad)
+
+
+def test_the_path_is_escaped_as_a_url_needs_and_only_http_is_accepted() -> None:
+    head = Destination("http://h:8080/v1beta/models/my model:generate?alt=sse&k=%2F", {}).head
+    line = b"POST /v1beta/models/my%20model:generate?alt=sse&k=%2F HTTP/1.1\r\nHost: h:8080\r\n"
+    assert head.startswith(line)
+    with pytest.raises(ValueError, match="not an http"):
+        Destination("ftp://h/x", {})
+
+
+async def test_a_chunked_answer_is_read_as_it_comes() -> None:
+    async def answer(_request: Received, transport: asyncio.Transport) -> None:
+        transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                        b"Transfer-Encoding: chunked\r\n\r\n")
+        for n in range(3):
+            data = f"data: {n}\n\n".encode()
+            transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+            await asyncio.sleep(0.02)
+        transport.write(b"0\r\n\r\n")
+
+    script = Script(answer)
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        answer_ = await _post(client, port)
+        pieces = []
+        while piece := await answer_.readany():
+            pieces.append(piece)
+        assert len(pieces) == 3 and b"".join(pieces) == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
+        answer_.close()  # read to its end: the connection is kept all the same
+        await (await _post(client, port)).read()
+        assert script.connections == 1
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_an_answer_without_length_ends_with_its_connection() -> None:
+    def answer(_request: Received, transport: asyncio.Transport) -> None:
+        transport.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it")
+        transport.close()
+
+    script = Script(answer)
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        for _ in range(2):
+            response = await _post(client, port)
+            assert await response.read() == b"all of it"
+            response.release()
+        assert script.connections == 2  # never reused
+    finally:
+        client.close()
+        server.close()
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+async def test_compressed_answers_are_decoded(encoding: str) -> None:
+    body = b'{"text":"' + b"hello " * 2000 + b'"}'
+    if encoding == "gzip":
+        packed = gzip.compress(body)
+    elif encoding == "deflate":
+        packed = zlib.compress(body)
+    else:
+        squeeze = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+        packed = squeeze.compress(body) + squeeze.flush()
+    name = encoding.removeprefix("raw-")
+    server, port = await _serve(Script(_fixed(_answer(packed, f"Content-Encoding: {name}"))))
+    client = Http1Client()
+    try:
+        assert await (await _post(client, port)).read() == body
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_body_that_does_not_decode_is_a_malformed_answer() -> None:
+    server, port = await _serve(Script(_fixed(_answer(b"not gzip at all", "Content-Encoding: gzip"))))
+    client = Http1Client()
+    try:
+        with pytest.raises(MalformedAnswer, match="does not decode"):
+            await (await _post(client, port)).read()
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_bytes_that_are_not_http_are_a_malformed_answer() -> None:
+    server, port = await _serve(Script(_fixed(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")))
+    client = Http1Client()
+    try:
+        with pytest.raises(MalformedAnswer, match=r"not HTTP/1\.1"):
+            await _post(client, port)
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_cut_answer_gives_what_came_then_fails() -> None:
+    async def answer(_request: Received, transport: asyncio.Transport) -> None:
+        transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nfirst part")
+        await asyncio.sleep(0.05)
+        transport.abort()
+
+    server, port = await _serve(Script(answer))
+    client = Http1Client()
+    try:
+        response = await _post(client, port)
+        assert await response.readany() == b"first part"
+        with pytest.raises(Disconnected):
+            await response.readany()
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_silent_upstream_times_out_per_read() -> None:
+    async def answer(_request: Received, transport: asyncio.Transport) -> None:
+        transport.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        await asyncio.sleep(5)
+
+    server, port = await _serve(Script(answer))
+    client = Http1Client()
+    try:
+        response = await _post(client, port, idle_s=0.1)
+        assert await response.readany() == b"hello"
+        with pytest.raises(TimeoutError):
+            await response.readany()
+        response.close()  # not read to its end: the connection is dropped
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_an_unfinished_answer_closes_its_connection() -> None:
+    async def answer(request: Received, transport: asyncio.Transport) -> None:
+        if request.connection == 1:
+            transport.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        else:
+            transport.write(_answer(b"second"))
+
+    script = Script(answer)
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        response = await _post(client, port)
+        assert await response.readany() == b"hello"
+        response.close()
+        assert await (await _post(client, port)).read() == b"second"
+        assert script.connections == 2
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_connection_the_upstream_closed_while_idle_is_not_reused() -> None:
+    def answer(_request: Received, transport: asyncio.Transport) -> None:
+        transport.write(_answer(b"ok"))
+        asyncio.get_running_loop().call_later(0.02, transport.close)  # its keep-alive ran out
+
+    script = Script(answer)
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        response = await _post(client, port)
+        assert await response.read() == b"ok"
+        response.release()
+        await asyncio.sleep(0.1)
+        assert await (await _post(client, port)).read() == b"ok"
+        assert script.connections == 2
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_slow_reader_holds_a_bounded_buffer() -> None:
+    piece = b"x" * 65536
+
+    async def answer(_request: Received, transport: asyncio.Transport) -> None:
+        transport.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(200):  # 13 MB, written as fast as the socket takes it
+            transport.write(b"%x\r\n%b\r\n" % (len(piece), piece))
+            await asyncio.sleep(0)
+        transport.write(b"0\r\n\r\n")
+
+    server, port = await _serve(Script(answer))
+    client = Http1Client()
+    try:
+        response = await _post(client, port)
+        total, most = 0, 0
+        while data := await response.readany():
+            total += len(data)
+            most = max(most, len(data))
+            await asyncio.sleep(0.002)
+        assert total == 200 * len(piece)
+        # Reading stops once HIGH_WATER is buffered; one socket read more may land on top.
+        assert most <= http1.HIGH_WATER + 2 * 1024 * 1024, most
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_body_of_chunks_goes_chunked_or_with_the_length_it_was_given() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        for part in (b"one,", b"two,", b"three"):
+            yield part
+
+    script = Script(_fixed(_answer(b"ok")))
+    server, port = await _serve(script)
+    client = Http1Client()
+    destination = Destination(f"http://127.0.0.1:{port}/up", {})
+    try:
+        for headers in ({}, {"Content-Length": "13"}):
+            response = await client.post(destination.origin, destination.head_with(headers), chunks(),
+                                         connect_s=2, idle_s=2)
+            assert await response.read() == b"ok"
+            response.release()
+        chunked, sized = script.received
+        assert chunked.body == sized.body == b"one,two,three"
+        assert chunked.headers["transfer-encoding"] == "chunked" and "content-length" not in chunked.headers
+        assert sized.headers["content-length"] == "13" and "transfer-encoding" not in sized.headers
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_calls_past_the_cap_of_an_origin_wait_for_a_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http1, "MAX_PER_ORIGIN", 2)
+    script = Script(_fixed(_answer(b"ok")))
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        first, second = await _post(client, port), await _post(client, port)
+        third = asyncio.ensure_future(_post(client, port))
+        await asyncio.sleep(0.05)
+        assert not third.done() and script.connections == 2
+        await first.read()
+        first.release()  # its connection serves the third call
+        assert await (await asyncio.wait_for(third, 2)).read() == b"ok"
+        assert script.connections == 2
+        second.close()
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_refused_connection_is_connect_failed() -> None:
+    server, port = await _serve(Script(_fixed(b"")))
+    server.close()
+    await server.wait_closed()
+    client = Http1Client()
+    with pytest.raises(ConnectFailed, match="cannot connect"):
+        await _post(client, port)
+
+
+async def test_https_checks_the_upstreams_certificate() -> None:
+    authority = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_tls)
+    server, port = await _serve(Script(_fixed(_answer(b"secret ok"))), tls=server_tls)
+    trusting = ssl.create_default_context()
+    authority.configure_trust(trusting)
+    client, stranger = Http1Client(tls=trusting), Http1Client()
+    try:
+        assert await (await _post(client, port, scheme="https")).read() == b"secret ok"
+        with pytest.raises(ConnectFailed, match="CERTIFICATE_VERIFY_FAILED"):
+            await _post(stranger, port, scheme="https")  # the system's CAs do not know this one
+    finally:
+        client.close()
+        stranger.close()
+        server.close()
+
+
+@pytest.mark.parametrize("scenario", [
+    test_sends_the_head_and_body_and_reuses_the_connection, test_a_chunked_answer_is_read_as_it_comes,
+    test_a_cut_answer_gives_what_came_then_fails, test_a_slow_reader_holds_a_bounded_buffer,
+    test_https_checks_the_upstreams_certificate, test_a_refused_connection_is_connect_failed,
+], ids=lambda scenario: scenario.__name__.removeprefix("test_"))
+async def test_on_uvloop(scenario: Callable[[], Awaitable[None]]) -> None:
+    """The gateway serves on uvloop, whose transports differ from asyncio's (the tests above run on
+    the suite's asyncio loop): the same scenarios, each on a uvloop loop of its own thread."""
+    async def bounded() -> None:
+        await asyncio.wait_for(scenario(), 15)
+
+    await asyncio.to_thread(uvloop.run, bounded())
