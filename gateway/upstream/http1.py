@@ -1,5 +1,6 @@
 """The text relay's HTTP/1.1 client: kept-alive connections to each upstream origin, one request
-at a time on each, answers parsed by httptools (llhttp, the parser uvicorn serves with).
+at a time on each, answers parsed by httptools (llhttp, the parser uvicorn serves with) and read
+as ``UpstreamAnswer`` (``gateway.upstream.http1_answer``).
 
 Why the relay has its own client: it sends one POST and reads one answer per call, and aiohttp's
 general machinery around that (request and response objects, multidicts, auto headers, tracing,
@@ -8,59 +9,74 @@ with the same server; at the gateway's c=16 profile aiohttp's client was 30% of 
 tasks (redirects, downloads, SSRF-checked callbacks) keep aiohttp (``UpstreamPool.session``).
 
 What it does: HTTP and HTTPS (the system's certificate authorities, hostnames checked); keep-alive
-(an idle connection is dropped after ``KEEPALIVE_S``); at most ``MAX_PER_ORIGIN`` connections per
-origin, later calls wait for one; a body as bytes, or as an async iterable of chunks (sent chunked,
-or as it is when the caller set Content-Length); answers delimited by Content-Length, chunked, or
-by the connection's end; gzip and deflate answers decoded; reading paused while the reader is
-``HIGH_WATER`` bytes behind, so a stream's memory stays flat. Like the relay's aiohttp session
-before it, it follows no redirects and reads no proxy settings from the environment.
-
-Every failure of the connection or of the answer's framing raises an ``UpstreamConnectionError``
-(``gateway.upstream.attempt.upstream_io`` maps them to upstream failures); the idle timeout of a
-read raises ``TimeoutError``.
+(an idle connection is dropped after ``KEEPALIVE_S``); at most ``MAX_PER_ORIGIN`` connections in
+use per origin, later calls wait for one; a body as bytes, or as an async iterable of chunks (sent
+chunked, or as it is when the caller set Content-Length, which is then checked); an answer that
+comes before the whole body was sent (an early refusal) is read, not lost; a request on a kept-alive
+connection the upstream had already closed, of which nothing came back, is sent once more on a new
+one. Like the relay's aiohttp session before it, it follows no redirects and reads no proxy
+settings from the environment; a ``user:password@`` in the URL becomes Basic authorization.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
 import ssl
 import time
-import zlib
 from collections import deque
-from collections.abc import AsyncIterable, Mapping
-from typing import NamedTuple, cast, overload
-from urllib.parse import quote, urlsplit
+from collections.abc import AsyncIterable, Awaitable, Mapping
+from typing import NamedTuple, cast
+from urllib.parse import quote, unquote, urlsplit
 
 import httptools
 
+from gateway.upstream.http1_answer import (
+    ConnectFailed,
+    Disconnected,
+    MalformedAnswer,
+    UpstreamAnswer,
+    UpstreamConnectionError,
+)
+
+__all__ = ["ConnectFailed", "Destination", "Disconnected", "Http1Client", "MalformedAnswer", "Origin",
+           "UpstreamAnswer", "UpstreamConnectionError", "encode_headers"]
+
 KEEPALIVE_S = 60.0  # an idle connection older than this is closed instead of reused
-MAX_PER_ORIGIN = 512  # connections open at once to one scheme://host:port
-HIGH_WATER = 256 * 1024  # bytes read ahead of the reader before the socket is paused
+MAX_PER_ORIGIN = 512  # connections in use at once to one scheme://host:port
 _ONE_WRITE_BYTES = 64 * 1024  # a body up to this size goes in the same write as its head
 _URL_SAFE = ":/?#[]@!$&'()*+,;=%-._~"
 _FORBIDDEN_IN_HEADERS = ("\r", "\n", "\0")
-
-
-class UpstreamConnectionError(Exception):
-    """A connection to an upstream failed, or what came back on it is not a readable answer."""
-
-
-class ConnectFailed(UpstreamConnectionError):
-    """The connection could not be made (refused, unknown host, TLS handshake)."""
-
-
-class Disconnected(UpstreamConnectionError):
-    """The connection ended before the answer did."""
-
-
-class MalformedAnswer(UpstreamConnectionError):
-    """The upstream's bytes are not an HTTP/1.1 answer, or its body does not decode."""
 
 
 class Origin(NamedTuple):
     host: str
     port: int
     tls: bool
+
+
+def encode_headers(headers: Mapping[str, str]) -> bytes:
+    """Header lines, each ending in CRLF; a name or value that would end its line early (CR, LF,
+    NUL: header injection) is refused with ``ValueError``."""
+    lines = []
+    for name, value in headers.items():
+        for part in (name, value):
+            if any(c in part for c in _FORBIDDEN_IN_HEADERS):
+                raise ValueError(f"header {name!r} holds a line break or NUL")
+        lines.append(f"{name}: {value}\r\n")
+    return "".join(lines).encode()
+
+
+def _merged(*layers: Mapping[str, str]) -> dict[str, str]:
+    """Headers where a later layer's header replaces an earlier one of the same name in any case."""
+    out: dict[str, str] = {}
+    for layer in layers:
+        if out:
+            replaced = {name.lower() for name in layer}
+            out = {name: value for name, value in out.items() if name.lower() not in replaced}
+        out.update(layer)
+    return out
 
 
 class Destination:
@@ -78,222 +94,25 @@ class Destination:
         self.origin = Origin(parts.hostname, port, tls)
         # Reserved characters and existing escapes kept; spaces and non-ASCII escaped (as yarl does).
         target = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), safe=_URL_SAFE)
-        host = parts.netloc.rpartition("@")[2]
+        userinfo, _, host = parts.netloc.rpartition("@")
         self._request_line = f"POST {target} HTTP/1.1\r\nHost: {host}\r\n".encode()
-        self.headers = dict(headers)
-        self.head = self._request_line + encode_headers(headers)
+        layers = [headers]
+        if userinfo:
+            credential = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+            basic = {"Authorization": "Basic " + base64.b64encode(credential.encode()).decode()}
+            layers.insert(0, basic)  # an Authorization header of the config wins
+        self.headers = _merged(*layers)
+        self.head = self._request_line + encode_headers(self.headers)
 
     def head_with(self, headers: Mapping[str, str]) -> bytes:
         """The head with a call's own ``headers``, which win over the fixed ones of the same name."""
         if not headers:
             return self.head
-        lowered = {name.lower() for name in headers}
-        fixed = {name: value for name, value in self.headers.items() if name.lower() not in lowered}
-        return self._request_line + encode_headers({**fixed, **headers})
+        return self._request_line + encode_headers(_merged(self.headers, headers))
 
 
-def encode_headers(headers: Mapping[str, str]) -> bytes:
-    """Header lines, each ending in CRLF; a name or value that would end its line early (CR, LF,
-    NUL: header injection) is refused."""
-    lines = []
-    for name, value in headers.items():
-        for part in (name, value):
-            if any(c in part for c in _FORBIDDEN_IN_HEADERS):
-                raise ValueError(f"header {name!r} holds a line break or NUL")
-        lines.append(f"{name}: {value}\r\n")
-    return "".join(lines).encode()
-
-
-class AnswerHeaders(dict[str, str]):
-    """An answer's headers by lower-cased name (a repeated header's values joined by ", ");
-    looked up in any case, as HTTP names are."""
-
-    @overload  # type: ignore[override]
-    def get(self, name: str, default: None = None) -> str | None: ...
-    @overload
-    def get(self, name: str, default: str) -> str: ...
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        return super().get(name.lower(), default)
-
-    def __getitem__(self, name: str) -> str:
-        return super().__getitem__(name.lower())
-
-    def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and super().__contains__(name.lower())
-
-
-class _Decoder:
-    """A gzip or deflate body, decoded as it comes (deflate: zlib-wrapped, or raw as some send it)."""
-
-    def __init__(self, encoding: str) -> None:
-        self._raw_deflate_tried = encoding != "deflate"
-        self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS)
-
-    def feed(self, data: bytes) -> bytes:
-        try:
-            return self._zlib.decompress(data)
-        except zlib.error:
-            if self._raw_deflate_tried:
-                raise
-            self._raw_deflate_tried = True
-            self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-            return self._zlib.decompress(data)
-
-    def flush(self) -> bytes:
-        return self._zlib.flush()
-
-
-class UpstreamAnswer:
-    """One answer: its status and headers once its head has come, then its body, read whole
-    (``read``) or as it arrives (``readany``). ``release`` (after a whole read) or ``close`` give
-    its connection back, for the next call when the answer was read to its end, else closed."""
-
-    __slots__ = ("_buffered", "_chunks", "_connection", "_decoder", "_done", "_error", "_head",
-                 "_idle_s", "_keep_alive", "_loop", "_paused", "_until_close", "_waiter", "finished",
-                 "headers", "status")
-
-    def __init__(self, connection: _Connection, loop: asyncio.AbstractEventLoop, idle_s: float) -> None:
-        self.status = 0
-        self.headers = AnswerHeaders()
-        self.finished = False  # given back or closed
-        self._connection = connection
-        self._loop = loop
-        self._idle_s = idle_s
-        self._head: asyncio.Future[None] = loop.create_future()
-        self._chunks: list[bytes] = []
-        self._buffered = 0
-        self._done = False  # the whole body has arrived
-        self._error: BaseException | None = None
-        self._waiter: asyncio.Future[None] | None = None
-        self._keep_alive = False
-        self._until_close = False
-        self._paused = False
-        self._decoder: _Decoder | None = None
-
-    # --- fed by the connection ---------------------------------------------------------------------
-
-    def _header(self, name: bytes, value: bytes) -> None:
-        key = name.decode("latin-1").lower()
-        text = value.decode("latin-1")
-        headers = self.headers
-        had = dict.get(headers, key)
-        dict.__setitem__(headers, key, text if had is None else f"{had}, {text}")
-
-    def _headers_complete(self, status: int, keep_alive: bool) -> None:
-        self.status = status
-        self._keep_alive = keep_alive
-        headers = self.headers
-        encoding = dict.get(headers, "content-encoding", "").strip().lower()
-        if encoding in ("gzip", "deflate", "x-gzip"):
-            self._decoder = _Decoder("gzip" if encoding == "x-gzip" else encoding)
-        self._until_close = ("content-length" not in headers and status not in (204, 304)
-                             and "chunked" not in dict.get(headers, "transfer-encoding", "").lower())
-        if not self._head.done():
-            self._head.set_result(None)
-
-    def _body(self, data: bytes) -> None:
-        if self._decoder is not None:
-            try:
-                data = self._decoder.feed(data)
-            except zlib.error as exc:
-                self._fail(MalformedAnswer(f"the body does not decode ({exc})"))
-                self._connection.abort()
-                return
-        if data:  # a decoder may hold a few bytes back
-            self._chunks.append(data)
-            self._buffered += len(data)
-            if self._buffered > HIGH_WATER and not self._paused:
-                self._paused = True
-                self._connection.pause_reading()
-            self._wake()
-
-    def _complete(self) -> None:
-        if self._decoder is not None:
-            tail = self._decoder.flush()
-            if tail:
-                self._chunks.append(tail)
-        self._done = True
-        self._wake()
-
-    def _lost(self, exc: Exception | None) -> None:
-        if self._done:
-            return
-        if exc is None and self._until_close and self.status:
-            self._keep_alive = False
-            self._complete()
-        else:
-            self._fail(Disconnected("the upstream closed the connection before the answer ended"))
-
-    def _fail(self, error: BaseException) -> None:
-        if self._error is None and not self._done:
-            self._error = error
-        if not self._head.done():
-            self._head.set_exception(error)
-            self._head.exception()  # retrieved: a call that stopped waiting leaves no warning
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    # --- read by the caller ------------------------------------------------------------------------
-
-    async def wait_head(self) -> None:
-        await self._head
-
-    async def readany(self) -> bytes:
-        """What has arrived since the last read (waiting up to the idle timeout for something);
-        b"" at the end of the body. A broken answer raises after the bytes read before the break."""
-        while not self._chunks and not self._done and self._error is None:
-            await self._wait()
-        chunks = self._chunks
-        if not chunks:
-            if self._error is not None:
-                raise self._error
-            return b""
-        self._chunks = []
-        self._buffered = 0
-        if self._paused:
-            self._paused = False
-            self._connection.resume_reading()
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    async def read(self) -> bytes:
-        """The whole body."""
-        parts = []
-        while data := await self.readany():
-            parts.append(data)
-        return b"".join(parts)
-
-    async def _wait(self) -> None:
-        waiter = self._waiter = self._loop.create_future()
-        timer = self._loop.call_later(self._idle_s, _expire, waiter)
-        try:
-            await waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-
-    def release(self) -> None:
-        """Done with the answer: its connection serves the next call if the answer was read to
-        its end, else it is closed."""
-        if self.finished:
-            return
-        self.finished = True
-        reusable = self._done and self._error is None and self._keep_alive and not self._chunks
-        self._connection.finish(reusable)
-
-    def close(self) -> None:
-        """The same as ``release``: an answer not read to its end closes its connection, which is
-        what stops an upstream still generating."""
-        self.release()
-
-
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
+class _StaleConnection(Disconnected):
+    """A kept-alive connection was gone when the request went out, and nothing came back."""
 
 
 class _Connection(asyncio.Protocol):
@@ -305,9 +124,10 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self.answer: UpstreamAnswer | None = None
-        self.open = True
+        self.open = True  # false from the moment it is aborted, before asyncio reports it lost
+        self.reused = False
         self.idle_since = 0.0
-        self._skip_informational = False
+        self._informational = False  # parsing a 1xx answer, which the real answer follows
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
 
@@ -317,23 +137,30 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is one without subclassing it
 
     def data_received(self, data: bytes) -> None:
-        if self.answer is None:  # nothing was asked: an upstream talking out of turn is not reused
+        answer = self.answer
+        if answer is None or answer.over:  # bytes nobody asked for: the connection is not reused
             self.abort()
             return
+        answer.heard = True
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self.answer._fail(MalformedAnswer(f"the upstream's answer is not HTTP/1.1 ({exc})"))
+            answer.fail(MalformedAnswer(f"the upstream's answer is not HTTP/1.1 ({exc})"))
             self.abort()
 
     def eof_received(self) -> bool:
         return False  # the transport closes itself; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
+        ended_by_peer = self.open and exc is None
         self.open = False
-        self._client._lost(self)
-        if self.answer is not None:
-            self.answer._lost(exc)
+        self._client.lost(self)
+        answer = self.answer
+        if answer is not None:
+            answer.lost(ended_by_peer)
+            if not answer.finished:  # its slot is free now, whatever becomes of the answer object
+                answer.finished = True
+                self._client.free_slot(self.origin)
         self._wake_writer(Disconnected("the connection closed while the request was being sent"))
 
     def pause_writing(self) -> None:
@@ -343,35 +170,48 @@ class _Connection(asyncio.Protocol):
         self._write_paused = False
         self._wake_writer(None)
 
-    # --- httptools callbacks -----------------------------------------------------------------------
+    # --- httptools callbacks (an answer that is over takes nothing more) ----------------------------
+
+    def on_message_begin(self) -> None:
+        answer = self.answer
+        if answer is not None and answer.over:  # a second answer to one request: not HTTP we trust
+            answer.keep_alive = False
+            self.abort()
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self.answer is not None and not self._skip_informational:
-            self.answer._header(name, value)
+        if self.answer is not None and not self.answer.over:
+            self.answer.header(name, value)
 
     def on_headers_complete(self) -> None:
-        status = self._parser.get_status_code()
-        if status < 200:  # 100 Continue and the like: the real answer follows
-            self._skip_informational = True
+        answer = self.answer
+        if answer is None or answer.over:
             return
-        if self.answer is not None:
-            self.answer._headers_complete(status, self._parser.should_keep_alive())
+        status = self._parser.get_status_code()
+        if status < 200:  # 100 Continue, 103 Early Hints: forget its headers, the real answer follows
+            self._informational = True
+            answer.headers.clear()
+            return
+        answer.headers_complete(status, self._parser.should_keep_alive())
 
     def on_body(self, body: bytes) -> None:
-        if self.answer is not None:
-            self.answer._body(body)
+        if self.answer is not None and not self.answer.over:
+            self.answer.body(body)
 
     def on_message_complete(self) -> None:
-        if self._skip_informational:
-            self._skip_informational = False
-        elif self.answer is not None:
-            self.answer._complete()
+        if self._informational:
+            self._informational = False
+        elif self.answer is not None and not self.answer.over:
+            self.answer.complete()
 
     # --- used by the client and the answer -----------------------------------------------------------
 
     def send(self, data: bytes) -> None:
-        assert self.transport is not None
-        self.transport.write(data)
+        if self.open and self.transport is not None:
+            self.transport.write(data)
+
+    @property
+    def write_paused(self) -> bool:
+        return self._write_paused
 
     async def drain(self) -> None:
         if self._write_paused and self.open:
@@ -400,16 +240,18 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def abort(self) -> None:
+        self.open = False
         if self.transport is not None:
             self.transport.abort()
 
     def finish(self, reusable: bool) -> None:
+        """Its answer is released (``UpstreamAnswer.release``)."""
         self.answer = None
         if reusable and self.open:
-            self._client._give_back(self)
+            self._client.give_back(self)
         else:
             self.abort()
-            self._client._free_slot(self.origin)
+            self._client.free_slot(self.origin)
 
 
 class Http1Client:
@@ -427,42 +269,81 @@ class Http1Client:
         """Send ``head`` (the request line and header lines, without the blank line that ends them;
         ``Destination``) and ``body`` to ``origin``; return once the answer's head has come. A body
         of chunks goes chunked unless ``head`` sets its Content-Length."""
+        try:
+            return await self._post_once(origin, head, body, connect_s, idle_s, reuse=True)
+        except _StaleConnection:  # the upstream had closed it as the request went: nothing was done
+            return await self._post_once(origin, head, body, connect_s, idle_s, reuse=False)
+
+    async def _post_once(self, origin: Origin, head: bytes, body: bytes | AsyncIterable[bytes],
+                         connect_s: float, idle_s: float, *, reuse: bool) -> UpstreamAnswer:
         await self._take_slot(origin)
         try:
-            connection = self._idle_connection(origin) or await self._connect(origin, connect_s)
+            connection = (self._idle_connection(origin) if reuse else None) or await self._connect(
+                origin, connect_s)
         except BaseException:
-            self._free_slot(origin)
+            self.free_slot(origin)
             raise
-        loop = asyncio.get_running_loop()
-        answer = connection.answer = UpstreamAnswer(connection, loop, idle_s)
+        answer = connection.answer = UpstreamAnswer(connection, asyncio.get_running_loop(), idle_s)
         try:
-            if isinstance(body, bytes):
-                framed = b"%bContent-Length: %d\r\n\r\n" % (head, len(body))
-                if len(body) <= _ONE_WRITE_BYTES:
-                    connection.send(framed + body)
-                else:  # not copied into one buffer
-                    connection.send(framed)
-                    connection.send(body)
+            if isinstance(body, bytes) and len(body) <= _ONE_WRITE_BYTES:
+                connection.send(b"%bContent-Length: %d\r\n\r\n%b" % (head, len(body), body))
+                if connection.write_paused:
+                    await self._send_until_answered(answer, connection.drain())
             else:
-                await self._send_chunks(connection, head, body)
-            await connection.drain()
-            await answer.wait_head()
+                await self._send_until_answered(answer, self._send_body(connection, head, body))
+            await answer.head
+        except Disconnected as exc:
+            answer.keep_alive = False
+            answer.release()
+            if connection.reused and not answer.heard and isinstance(body, bytes):
+                raise _StaleConnection(str(exc)) from exc
+            raise
         except BaseException:
-            answer._keep_alive = False
+            answer.keep_alive = False
             answer.release()  # closes the connection: its state is unknown
             raise
         return answer
 
     @staticmethod
-    async def _send_chunks(connection: _Connection, head: bytes, body: AsyncIterable[bytes]) -> None:
-        chunked = b"\ncontent-length:" not in b"\n" + head.lower()
-        connection.send(head + (b"Transfer-Encoding: chunked\r\n\r\n" if chunked else b"\r\n"))
+    async def _send_until_answered(answer: UpstreamAnswer, sending: Awaitable[None]) -> None:
+        """Send a body that takes more than one write while watching for the answer: an upstream
+        may refuse (413, 401, ...) before it has read the whole body, and then stop reading it."""
+        task = asyncio.ensure_future(sending)
+        try:
+            await asyncio.wait((task, answer.head), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if answer.head.done() and not answer.head.exception():
+            if task.cancelled() or task.exception() is not None:
+                answer.keep_alive = False  # the body was cut short: the connection's framing is lost
+            return
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
+
+    @staticmethod
+    async def _send_body(connection: _Connection, head: bytes, body: bytes | AsyncIterable[bytes]) -> None:
+        if isinstance(body, bytes):  # a large one: not copied into one buffer with its head
+            connection.send(b"%bContent-Length: %d\r\n\r\n" % (head, len(body)))
+            connection.send(body)
+            await connection.drain()
+            return
+        declared = next((line for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")),
+                        None)
+        connection.send(head + (b"Transfer-Encoding: chunked\r\n\r\n" if declared is None else b"\r\n"))
+        sent = 0
         async for chunk in body:
             if chunk:
-                connection.send(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+                sent += len(chunk)
+                connection.send(b"%x\r\n%b\r\n" % (len(chunk), chunk) if declared is None else chunk)
                 await connection.drain()
-        if chunked:
+        if declared is None:
             connection.send(b"0\r\n\r\n")
+        elif sent != int(declared.split(b":", 1)[1]):
+            # More or fewer bytes than announced would shift every later answer on the connection.
+            raise ValueError(f"the body was {sent} bytes, not the {declared.decode()} announced")
 
     def _idle_connection(self, origin: Origin) -> _Connection | None:
         idle = self._idle.get(origin)
@@ -470,6 +351,7 @@ class Http1Client:
         while idle:
             connection = idle.pop()
             if connection.open and connection.idle_since > stale_before:
+                connection.reused = True
                 return connection
             self._forget(connection)
         return None
@@ -502,13 +384,13 @@ class Http1Client:
         turn = asyncio.get_running_loop().create_future()
         self._queued.setdefault(origin, deque()).append(turn)
         try:
-            await turn  # the slot is handed over by ``_free_slot``, the count unchanged
+            await turn  # the slot is handed over by ``free_slot``, the count unchanged
         except BaseException:
             if turn.done() and not turn.cancelled():
-                self._free_slot(origin)  # handed over as this call gave up: pass it on
+                self.free_slot(origin)  # handed over as this call gave up: pass it on
             raise
 
-    def _free_slot(self, origin: Origin) -> None:
+    def free_slot(self, origin: Origin) -> None:
         queued = self._queued.get(origin)
         while queued:
             turn = queued.popleft()
@@ -517,13 +399,18 @@ class Http1Client:
                 return
         self._in_use[origin] -= 1
 
-    def _give_back(self, connection: _Connection) -> None:
-        connection.idle_since = time.monotonic()
-        self._idle.setdefault(connection.origin, []).append(connection)
-        self._free_slot(connection.origin)
+    def give_back(self, connection: _Connection) -> None:
+        now = time.monotonic()
+        connection.idle_since = now
+        idle = self._idle.setdefault(connection.origin, [])
+        # Calls take the newest (``_idle_connection``): the oldest ages here, so look at it too.
+        if idle and idle[0].idle_since < now - KEEPALIVE_S:
+            self._forget(idle.pop(0))
+        idle.append(connection)
+        self.free_slot(connection.origin)
 
-    def _lost(self, connection: _Connection) -> None:
-        """A connection ended: an idle one leaves the pool (one in use is finished by its answer)."""
+    def lost(self, connection: _Connection) -> None:
+        """A connection ended: an idle one leaves the pool."""
         self._open.discard(connection)
         idle = self._idle.get(connection.origin)
         if idle and connection in idle:

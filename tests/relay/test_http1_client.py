@@ -16,7 +16,7 @@ import pytest
 import trustme
 import uvloop
 
-from gateway.upstream import http1
+from gateway.upstream import http1, http1_answer
 from gateway.upstream.http1 import ConnectFailed, Destination, Disconnected, Http1Client, MalformedAnswer
 
 
@@ -326,7 +326,7 @@ async def test_a_slow_reader_holds_a_bounded_buffer() -> None:
             await asyncio.sleep(0.002)
         assert total == 200 * len(piece)
         # Reading stops once HIGH_WATER is buffered; one socket read more may land on top.
-        assert most <= http1.HIGH_WATER + 2 * 1024 * 1024, most
+        assert most <= http1_answer.HIGH_WATER + 2 * 1024 * 1024, most
     finally:
         client.close()
         server.close()
@@ -401,6 +401,162 @@ async def test_https_checks_the_upstreams_certificate() -> None:
         client.close()
         stranger.close()
         server.close()
+
+
+class _EarlyRefusal(asyncio.Protocol):
+    """Answers 413 as soon as a request's head is in, then closes or stops reading."""
+
+    def __init__(self, then_close: bool) -> None:
+        self._then_close = then_close
+        self._answered = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        if not self._answered:
+            self._answered = True
+            self.transport.write(_answer(b'{"error":"too large"}', status="413 Payload Too Large"))
+            if self._then_close:
+                self.transport.close()
+            else:
+                self.transport.pause_reading()  # never reads the rest of the body
+
+
+@pytest.mark.parametrize("then_close", [True, False], ids=["then-closes", "stops-reading"])
+async def test_an_answer_before_the_whole_body_is_read_not_lost(then_close: bool) -> None:
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _EarlyRefusal(then_close), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = Http1Client()
+    try:
+        response = await asyncio.wait_for(_post(client, port, body=b"x" * (64 * 1024 * 1024)), 10)
+        assert response.status == 413 and await response.read() == b'{"error":"too large"}'
+        response.release()
+        assert not client._idle.get(response._carrier.origin)  # type: ignore[attr-defined]
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_the_headers_of_an_informational_answer_are_not_the_answers() -> None:
+    early = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\nContent-Encoding: gzip\r\n\r\n"
+    server, port = await _serve(Script(_fixed(early + _answer(b"plain", "X-Real: 1"))))
+    client = Http1Client()
+    try:
+        response = await _post(client, port)
+        assert response.status == 200 and await response.read() == b"plain"
+        assert "link" not in response.headers and response.headers["x-real"] == "1"
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_bytes_after_an_answer_close_its_connection() -> None:
+    stray = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n"
+    script = Script(lambda request, transport: transport.write(
+        _answer(b"ok") + (stray if request.connection == 1 else b"")))
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        for _ in range(2):
+            response = await _post(client, port)
+            assert await response.read() == b"ok"
+            response.release()
+        assert script.connections == 2  # the first was not given back to the pool
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_request_on_a_connection_closed_while_idle_is_sent_again_once() -> None:
+    def answer(request: Received, transport: asyncio.Transport) -> None:
+        if request.connection == 1 and len(script.received) == 2:
+            transport.close()  # gone as the second request came: as a keep-alive timeout does
+        else:
+            transport.write(_answer(b"ok"))
+
+    script = Script(answer)
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        for _ in range(2):
+            response = await _post(client, port)
+            assert await response.read() == b"ok"
+            response.release()
+        assert script.connections == 2 and len(script.received) == 3
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_new_connection_closed_without_an_answer_is_not_retried() -> None:
+    script = Script(lambda _request, transport: transport.close())
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        with pytest.raises(Disconnected):
+            await _post(client, port)
+        assert len(script.received) == 1
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_lost_connection_frees_its_slot_even_unreleased(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http1, "MAX_PER_ORIGIN", 1)
+
+    async def answer(_request: Received, transport: asyncio.Transport) -> None:
+        transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npart")
+        await asyncio.sleep(0.02)
+        transport.abort()
+
+    server, port = await _serve(Script(answer))
+    client = Http1Client()
+    try:
+        await _post(client, port)  # never released
+        await asyncio.sleep(0.1)
+        assert (await asyncio.wait_for(_post(client, port), 2)).status == 200
+    finally:
+        client.close()
+        server.close()
+
+
+async def test_a_body_unlike_its_announced_length_is_refused() -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"thirteen byte"
+
+    server, port = await _serve(Script(_fixed(_answer(b"ok"))))
+    client = Http1Client()
+    destination = Destination(f"http://127.0.0.1:{port}/up", {"Content-Length": "100"})
+    try:
+        with pytest.raises(ValueError, match="13 bytes"):
+            await client.post(destination.origin, destination.head, chunks(), connect_s=2, idle_s=2)
+    finally:
+        client.close()
+        server.close()
+
+
+@pytest.mark.parametrize(("packed", "why"), [
+    (_answer(b"data", "Content-Encoding: br"), "not asked for"),
+    (_answer(gzip.compress(b"x" * 5000)[:-12], "Content-Encoding: gzip"), "ended early"),
+])
+async def test_a_body_that_cannot_be_decoded_whole_is_malformed(packed: bytes, why: str) -> None:
+    server, port = await _serve(Script(_fixed(packed)))
+    client = Http1Client()
+    try:
+        with pytest.raises(MalformedAnswer, match=why):
+            await (await _post(client, port)).read()
+    finally:
+        client.close()
+        server.close()
+
+
+def test_credentials_in_the_url_become_basic_authorization_unless_configured() -> None:
+    plain = Destination("https://user:p%40ss@h/x", {}).head.decode()
+    assert "Host: h\r\n" in plain and "Authorization: Basic dXNlcjpwQHNz\r\n" in plain  # user:p@ss
+    configured = Destination("https://user:pw@h/x", {"authorization": "Bearer sk"}).head.decode()
+    assert "Basic" not in configured and "authorization: Bearer sk\r\n" in configured
 
 
 @pytest.mark.parametrize("scenario", [
