@@ -33,6 +33,7 @@ from urllib.parse import quote, unquote, urlsplit
 import httptools
 
 from gateway.upstream.http1_answer import (
+    ACCEPT_ENCODING,
     ConnectFailed,
     Disconnected,
     MalformedAnswer,
@@ -40,8 +41,9 @@ from gateway.upstream.http1_answer import (
     UpstreamConnectionError,
 )
 
-__all__ = ["ConnectFailed", "Destination", "Disconnected", "Http1Client", "MalformedAnswer", "Origin",
-           "UpstreamAnswer", "UpstreamConnectionError", "encode_headers"]
+__all__ = ["ACCEPT_ENCODING", "ConnectFailed", "Destination", "Disconnected", "Http1Client",
+           "MalformedAnswer",
+           "Origin", "UpstreamAnswer", "UpstreamConnectionError", "encode_headers"]
 
 KEEPALIVE_S = 60.0  # an idle connection older than this is closed instead of reused
 MAX_PER_ORIGIN = 512  # connections in use at once to one scheme://host:port

@@ -14,7 +14,8 @@ import zlib
 from typing import Protocol, overload
 
 HIGH_WATER = 256 * 1024  # bytes read ahead of the reader before the socket is paused
-DECODED = ("gzip", "x-gzip", "deflate")  # the content codings the client asks for and decodes
+ACCEPT_ENCODING = "gzip, deflate"  # what requests ask for (as aiohttp did); without it any may come
+DECODED = ("gzip", "x-gzip", "deflate")  # x-gzip: gzip's old name
 
 
 class UpstreamConnectionError(Exception):

@@ -23,7 +23,7 @@ from gateway.config import Config, UpstreamConfig
 from gateway.errors import UpstreamError
 from gateway.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
 from gateway.upstream.health import UpstreamHealth
-from gateway.upstream.http1 import Destination, Http1Client
+from gateway.upstream.http1 import ACCEPT_ENCODING, Destination, Http1Client
 
 LOCATED_MAX = 4096  # text call destinations remembered per pool; later ones are made each time
 USER_AGENT = "model-gateway/0.1"
@@ -171,14 +171,15 @@ class UpstreamPool:
 
     def destination(self, upstream: UpstreamConfig, path: str, upstream_model: str) -> Destination:
         """Where a text call goes (``locate``), with the head every such call sends: a JSON body,
-        the gateway's User-Agent, then the upstream's headers. Kept: the same few recur."""
+        the gateway's User-Agent, the codings the client decodes (without it an upstream may pick
+        any), then the upstream's headers. Kept: the same few recur."""
         key = (upstream.name, path, upstream_model)
         found = self._destinations.get(key)
         if found is None:
             url, headers = self.locate(upstream, path, upstream_model)
             try:
                 found = Destination(url, {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-                                          **headers})
+                                          "Accept-Encoding": ACCEPT_ENCODING, **headers})
             except ValueError as exc:
                 raise UpstreamError(f"Upstream {upstream.name!r}: {exc}.") from exc
             if len(self._destinations) < LOCATED_MAX:

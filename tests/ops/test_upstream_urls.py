@@ -200,3 +200,5 @@ async def test_example_calls_the_exact_upstream_url(name: str, receiver: Receive
         for header, value in headers.items():
             assert got.get(header) == value, (header, got)
         assert key not in str(got)  # the client's credential never goes upstream
+        # What the relay's client decodes, said (without it an upstream may answer in any coding).
+        assert got.get("accept-encoding") == "gzip, deflate" and got.get("user-agent") == "model-gateway/0.1"
