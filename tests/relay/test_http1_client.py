@@ -4,6 +4,7 @@ loopback: what it sends, how it reads each kind of answer, when it reuses a conn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import ssl
 import zlib
@@ -78,6 +79,27 @@ async def _serve(script: Script, tls: ssl.SSLContext | None = None) -> tuple[asy
     return server, server.sockets[0].getsockname()[1]
 
 
+async def _fetch(client: Http1Client, port: int) -> bytes:
+    """One call's whole answer body, its connection given back."""
+    response = await _post(client, port)
+    try:
+        return await response.read()
+    finally:
+        response.release()
+
+
+@contextlib.asynccontextmanager
+async def _upstream(script: Script) -> AsyncIterator[tuple[Http1Client, int]]:
+    """A client, and the port of a server that answers by ``script``; both closed at the end."""
+    server, port = await _serve(script)
+    client = Http1Client()
+    try:
+        yield client, port
+    finally:
+        client.close()
+        server.close()
+
+
 def _answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
     lines = [f"HTTP/1.1 {status}", *headers]
     if not any(h.lower().startswith(("content-length", "transfer-encoding")) for h in headers):
@@ -99,9 +121,7 @@ async def _post(client: Http1Client, port: int, body: bytes = b"{}", idle_s: flo
 
 async def test_sends_the_head_and_body_and_reuses_the_connection() -> None:
     script = Script(_fixed(_answer(b'{"ok":true}', "Content-Type: application/json")))
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
+    async with _upstream(script) as (client, port):
         for _ in range(3):
             answer = await _post(client, port, body=b'{"model":"m"}')
             assert answer.status == 200 and answer.headers.get("CONTENT-TYPE") == "application/json"
@@ -112,9 +132,6 @@ async def test_sends_the_head_and_body_and_reuses_the_connection() -> None:
         assert first.path == "/v1/chat/completions" and first.body == b'{"model":"m"}'
         assert first.headers["authorization"] == "Bearer sk-1"
         assert first.headers["host"] == f"127.0.0.1:{port}" and first.headers["content-length"] == "13"
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_call_header_replaces_a_fixed_one_of_any_case() -> None:
@@ -151,9 +168,7 @@ async def test_a_chunked_answer_is_read_as_it_comes() -> None:
         transport.write(b"0\r\n\r\n")
 
     script = Script(answer)
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
+    async with _upstream(script) as (client, port):
         answer_ = await _post(client, port)
         pieces = []
         while piece := await answer_.readany():
@@ -162,9 +177,6 @@ async def test_a_chunked_answer_is_read_as_it_comes() -> None:
         answer_.close()  # read to its end: the connection is kept all the same
         await (await _post(client, port)).read()
         assert script.connections == 1
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_an_answer_without_length_ends_with_its_connection() -> None:
@@ -173,17 +185,10 @@ async def test_an_answer_without_length_ends_with_its_connection() -> None:
         transport.close()
 
     script = Script(answer)
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
+    async with _upstream(script) as (client, port):
         for _ in range(2):
-            response = await _post(client, port)
-            assert await response.read() == b"all of it"
-            response.release()
+            assert await _fetch(client, port) == b"all of it"
         assert script.connections == 2  # never reused
-    finally:
-        client.close()
-        server.close()
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
@@ -197,35 +202,21 @@ async def test_compressed_answers_are_decoded(encoding: str) -> None:
         squeeze = zlib.compressobj(wbits=-zlib.MAX_WBITS)
         packed = squeeze.compress(body) + squeeze.flush()
     name = encoding.removeprefix("raw-")
-    server, port = await _serve(Script(_fixed(_answer(packed, f"Content-Encoding: {name}"))))
-    client = Http1Client()
-    try:
+    async with _upstream(Script(_fixed(_answer(packed, f"Content-Encoding: {name}")))) as (client, port):
         assert await (await _post(client, port)).read() == body
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_body_that_does_not_decode_is_a_malformed_answer() -> None:
-    server, port = await _serve(Script(_fixed(_answer(b"not gzip at all", "Content-Encoding: gzip"))))
-    client = Http1Client()
-    try:
+    script = Script(_fixed(_answer(b"not gzip at all", "Content-Encoding: gzip")))
+    async with _upstream(script) as (client, port):
         with pytest.raises(MalformedAnswer, match="does not decode"):
             await (await _post(client, port)).read()
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_bytes_that_are_not_http_are_a_malformed_answer() -> None:
-    server, port = await _serve(Script(_fixed(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")))
-    client = Http1Client()
-    try:
+    async with _upstream(Script(_fixed(b"SSH-2.0-OpenSSH_9.6\r\n\r\n"))) as (client, port):
         with pytest.raises(MalformedAnswer, match=r"not HTTP/1\.1"):
             await _post(client, port)
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_cut_answer_gives_what_came_then_fails() -> None:
@@ -234,16 +225,11 @@ async def test_a_cut_answer_gives_what_came_then_fails() -> None:
         await asyncio.sleep(0.05)
         transport.abort()
 
-    server, port = await _serve(Script(answer))
-    client = Http1Client()
-    try:
+    async with _upstream(Script(answer)) as (client, port):
         response = await _post(client, port)
         assert await response.readany() == b"first part"
         with pytest.raises(Disconnected):
             await response.readany()
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_silent_upstream_times_out_per_read() -> None:
@@ -251,17 +237,12 @@ async def test_a_silent_upstream_times_out_per_read() -> None:
         transport.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
         await asyncio.sleep(5)
 
-    server, port = await _serve(Script(answer))
-    client = Http1Client()
-    try:
+    async with _upstream(Script(answer)) as (client, port):
         response = await _post(client, port, idle_s=0.1)
         assert await response.readany() == b"hello"
         with pytest.raises(TimeoutError):
             await response.readany()
         response.close()  # not read to its end: the connection is dropped
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_an_unfinished_answer_closes_its_connection() -> None:
@@ -272,17 +253,12 @@ async def test_an_unfinished_answer_closes_its_connection() -> None:
             transport.write(_answer(b"second"))
 
     script = Script(answer)
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
+    async with _upstream(script) as (client, port):
         response = await _post(client, port)
         assert await response.readany() == b"hello"
         response.close()
         assert await (await _post(client, port)).read() == b"second"
         assert script.connections == 2
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_connection_the_upstream_closed_while_idle_is_not_reused() -> None:
@@ -291,18 +267,11 @@ async def test_a_connection_the_upstream_closed_while_idle_is_not_reused() -> No
         asyncio.get_running_loop().call_later(0.02, transport.close)  # its keep-alive ran out
 
     script = Script(answer)
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
-        response = await _post(client, port)
-        assert await response.read() == b"ok"
-        response.release()
+    async with _upstream(script) as (client, port):
+        assert await _fetch(client, port) == b"ok"
         await asyncio.sleep(0.1)
         assert await (await _post(client, port)).read() == b"ok"
         assert script.connections == 2
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_slow_reader_holds_a_bounded_buffer() -> None:
@@ -315,9 +284,7 @@ async def test_a_slow_reader_holds_a_bounded_buffer() -> None:
             await asyncio.sleep(0)
         transport.write(b"0\r\n\r\n")
 
-    server, port = await _serve(Script(answer))
-    client = Http1Client()
-    try:
+    async with _upstream(Script(answer)) as (client, port):
         response = await _post(client, port)
         total, most = 0, 0
         while data := await response.readany():
@@ -327,9 +294,6 @@ async def test_a_slow_reader_holds_a_bounded_buffer() -> None:
         assert total == 200 * len(piece)
         # Reading stops once HIGH_WATER is buffered; one socket read more may land on top.
         assert most <= http1_answer.HIGH_WATER + 2 * 1024 * 1024, most
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_body_of_chunks_goes_chunked_or_with_the_length_it_was_given() -> None:
@@ -338,10 +302,8 @@ async def test_a_body_of_chunks_goes_chunked_or_with_the_length_it_was_given() -
             yield part
 
     script = Script(_fixed(_answer(b"ok")))
-    server, port = await _serve(script)
-    client = Http1Client()
-    destination = Destination(f"http://127.0.0.1:{port}/up", {})
-    try:
+    async with _upstream(script) as (client, port):
+        destination = Destination(f"http://127.0.0.1:{port}/up", {})
         for headers in ({}, {"Content-Length": "13"}):
             response = await client.post(destination.origin, destination.head_with(headers), chunks(),
                                          connect_s=2, idle_s=2)
@@ -351,17 +313,12 @@ async def test_a_body_of_chunks_goes_chunked_or_with_the_length_it_was_given() -
         assert chunked.body == sized.body == b"one,two,three"
         assert chunked.headers["transfer-encoding"] == "chunked" and "content-length" not in chunked.headers
         assert sized.headers["content-length"] == "13" and "transfer-encoding" not in sized.headers
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_calls_past_the_cap_of_an_origin_wait_for_a_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(http1, "MAX_PER_ORIGIN", 2)
     script = Script(_fixed(_answer(b"ok")))
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
+    async with _upstream(script) as (client, port):
         first, second = await _post(client, port), await _post(client, port)
         third = asyncio.ensure_future(_post(client, port))
         await asyncio.sleep(0.05)
@@ -371,9 +328,6 @@ async def test_calls_past_the_cap_of_an_origin_wait_for_a_connection(monkeypatch
         assert await (await asyncio.wait_for(third, 2)).read() == b"ok"
         assert script.connections == 2
         second.close()
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_refused_connection_is_connect_failed() -> None:
@@ -441,32 +395,20 @@ async def test_an_answer_before_the_whole_body_is_read_not_lost(then_close: bool
 
 async def test_the_headers_of_an_informational_answer_are_not_the_answers() -> None:
     early = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\nContent-Encoding: gzip\r\n\r\n"
-    server, port = await _serve(Script(_fixed(early + _answer(b"plain", "X-Real: 1"))))
-    client = Http1Client()
-    try:
+    async with _upstream(Script(_fixed(early + _answer(b"plain", "X-Real: 1")))) as (client, port):
         response = await _post(client, port)
         assert response.status == 200 and await response.read() == b"plain"
         assert "link" not in response.headers and response.headers["x-real"] == "1"
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_bytes_after_an_answer_close_its_connection() -> None:
     stray = b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n"
     script = Script(lambda request, transport: transport.write(
         _answer(b"ok") + (stray if request.connection == 1 else b"")))
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
+    async with _upstream(script) as (client, port):
         for _ in range(2):
-            response = await _post(client, port)
-            assert await response.read() == b"ok"
-            response.release()
+            assert await _fetch(client, port) == b"ok"
         assert script.connections == 2  # the first was not given back to the pool
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_request_on_a_connection_closed_while_idle_is_sent_again_once() -> None:
@@ -477,30 +419,18 @@ async def test_a_request_on_a_connection_closed_while_idle_is_sent_again_once() 
             transport.write(_answer(b"ok"))
 
     script = Script(answer)
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
+    async with _upstream(script) as (client, port):
         for _ in range(2):
-            response = await _post(client, port)
-            assert await response.read() == b"ok"
-            response.release()
+            assert await _fetch(client, port) == b"ok"
         assert script.connections == 2 and len(script.received) == 3
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_new_connection_closed_without_an_answer_is_not_retried() -> None:
     script = Script(lambda _request, transport: transport.close())
-    server, port = await _serve(script)
-    client = Http1Client()
-    try:
+    async with _upstream(script) as (client, port):
         with pytest.raises(Disconnected):
             await _post(client, port)
         assert len(script.received) == 1
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_lost_connection_frees_its_slot_even_unreleased(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -511,30 +441,20 @@ async def test_a_lost_connection_frees_its_slot_even_unreleased(monkeypatch: pyt
         await asyncio.sleep(0.02)
         transport.abort()
 
-    server, port = await _serve(Script(answer))
-    client = Http1Client()
-    try:
+    async with _upstream(Script(answer)) as (client, port):
         await _post(client, port)  # never released
         await asyncio.sleep(0.1)
         assert (await asyncio.wait_for(_post(client, port), 2)).status == 200
-    finally:
-        client.close()
-        server.close()
 
 
 async def test_a_body_unlike_its_announced_length_is_refused() -> None:
     async def chunks() -> AsyncIterator[bytes]:
         yield b"thirteen byte"
 
-    server, port = await _serve(Script(_fixed(_answer(b"ok"))))
-    client = Http1Client()
-    destination = Destination(f"http://127.0.0.1:{port}/up", {"Content-Length": "100"})
-    try:
+    async with _upstream(Script(_fixed(_answer(b"ok")))) as (client, port):
+        destination = Destination(f"http://127.0.0.1:{port}/up", {"Content-Length": "100"})
         with pytest.raises(ValueError, match="13 bytes"):
             await client.post(destination.origin, destination.head, chunks(), connect_s=2, idle_s=2)
-    finally:
-        client.close()
-        server.close()
 
 
 @pytest.mark.parametrize(("packed", "why"), [
@@ -542,14 +462,9 @@ async def test_a_body_unlike_its_announced_length_is_refused() -> None:
     (_answer(gzip.compress(b"x" * 5000)[:-12], "Content-Encoding: gzip"), "ended early"),
 ])
 async def test_a_body_that_cannot_be_decoded_whole_is_malformed(packed: bytes, why: str) -> None:
-    server, port = await _serve(Script(_fixed(packed)))
-    client = Http1Client()
-    try:
+    async with _upstream(Script(_fixed(packed))) as (client, port):
         with pytest.raises(MalformedAnswer, match=why):
             await (await _post(client, port)).read()
-    finally:
-        client.close()
-        server.close()
 
 
 def test_credentials_in_the_url_become_basic_authorization_unless_configured() -> None:
