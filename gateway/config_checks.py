@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from gateway.upstream.http1_request import breaks_header_line
+
 if TYPE_CHECKING:
     from gateway.config import Config, UpstreamConfig
 
@@ -57,7 +59,7 @@ def semantic_errors(config: Config) -> list[str]:
         if up.weight < 1:
             errors.append(f"{where}.weight: must be at least 1")
         for header, value in up.headers.items():
-            if not _HEADER_NAME.fullmatch(header) or any(c in value for c in "\r\n\0"):
+            if not _HEADER_NAME.fullmatch(header) or breaks_header_line(value):
                 errors.append(f"{where}.headers.{header}: not a valid HTTP header name and value")
         for public in up.model_map():
             if public not in model_ids:

@@ -39,6 +39,8 @@ from gateway.upstream.http1 import UpstreamAnswer
 from gateway.upstream.pool import Target
 
 log = logging.getLogger("gateway.relay")
+# What a translator raises on upstream stream bytes it cannot read (the stream is then cut).
+_UNREADABLE = (GatewayError, ValueError, msgspec.MsgspecError)
 
 
 class _Transform(Protocol):
@@ -262,7 +264,7 @@ class StreamRelay(Response):
         (the pump then ends it with the error frame)."""
         try:
             return self._transform.feed(self._first)
-        except (GatewayError, ValueError, msgspec.MsgspecError):
+        except _UNREADABLE:
             self._unreadable()
             return b""
 
@@ -284,7 +286,7 @@ class StreamRelay(Response):
                             await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamFailure:
             self._broken = True
-        except (GatewayError, ValueError, msgspec.MsgspecError):
+        except _UNREADABLE:
             self._unreadable()
         tail = transform.close()
         outcome: Outcome = "success"

@@ -1,6 +1,7 @@
 """The text relay's HTTP/1.1 client: kept-alive connections to each upstream origin, one request
-at a time on each, answers parsed by httptools (llhttp, the parser uvicorn serves with) and read
-as ``UpstreamAnswer`` (``gateway.upstream.http1_answer``).
+at a time on each; requests' heads made by ``gateway.upstream.http1_request``, answers parsed by
+httptools (llhttp, the parser uvicorn serves with) and read as ``UpstreamAnswer``
+(``gateway.upstream.http1_answer``).
 
 Why the relay has its own client: it sends one POST and reads one answer per call, and aiohttp's
 general machinery around that (request and response objects, multidicts, auto headers, tracing,
@@ -21,14 +22,12 @@ settings from the environment; a ``user:password@`` in the URL becomes Basic aut
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable, Mapping
-from typing import NamedTuple, cast
-from urllib.parse import quote, unquote, urlsplit
+from collections.abc import AsyncIterable, Awaitable
+from typing import cast
 
 import httptools
 
@@ -40,77 +39,14 @@ from gateway.upstream.http1_answer import (
     UpstreamAnswer,
     UpstreamConnectionError,
 )
+from gateway.upstream.http1_request import Destination, Origin
 
 __all__ = ["ACCEPT_ENCODING", "ConnectFailed", "Destination", "Disconnected", "Http1Client",
-           "MalformedAnswer",
-           "Origin", "UpstreamAnswer", "UpstreamConnectionError", "encode_headers"]
+           "MalformedAnswer", "Origin", "UpstreamAnswer", "UpstreamConnectionError"]
 
 KEEPALIVE_S = 60.0  # an idle connection older than this is closed instead of reused
 MAX_PER_ORIGIN = 512  # connections in use at once to one scheme://host:port
 _ONE_WRITE_BYTES = 64 * 1024  # a body up to this size goes in the same write as its head
-_URL_SAFE = ":/?#[]@!$&'()*+,;=%-._~"
-_FORBIDDEN_IN_HEADERS = ("\r", "\n", "\0")
-
-
-class Origin(NamedTuple):
-    host: str
-    port: int
-    tls: bool
-
-
-def encode_headers(headers: Mapping[str, str]) -> bytes:
-    """Header lines, each ending in CRLF; a name or value that would end its line early (CR, LF,
-    NUL: header injection) is refused with ``ValueError``."""
-    lines = []
-    for name, value in headers.items():
-        for part in (name, value):
-            if any(c in part for c in _FORBIDDEN_IN_HEADERS):
-                raise ValueError(f"header {name!r} holds a line break or NUL")
-        lines.append(f"{name}: {value}\r\n")
-    return "".join(lines).encode()
-
-
-def _merged(*layers: Mapping[str, str]) -> dict[str, str]:
-    """Headers where a later layer's header replaces an earlier one of the same name in any case."""
-    out: dict[str, str] = {}
-    for layer in layers:
-        if out:
-            replaced = {name.lower() for name in layer}
-            out = {name: value for name, value in out.items() if name.lower() not in replaced}
-        out.update(layer)
-    return out
-
-
-class Destination:
-    """Where one kind of call goes: its origin and its request's head (the request line, Host and
-    the headers every such call carries), encoded once."""
-
-    __slots__ = ("_request_line", "head", "headers", "origin")
-
-    def __init__(self, url: str, headers: Mapping[str, str]) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
-        tls = parts.scheme == "https"
-        port = parts.port or (443 if tls else 80)
-        self.origin = Origin(parts.hostname, port, tls)
-        # Reserved characters and existing escapes kept; spaces and non-ASCII escaped (as yarl does).
-        target = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), safe=_URL_SAFE)
-        userinfo, _, host = parts.netloc.rpartition("@")
-        self._request_line = f"POST {target} HTTP/1.1\r\nHost: {host}\r\n".encode()
-        layers = [headers]
-        if userinfo:
-            credential = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
-            basic = {"Authorization": "Basic " + base64.b64encode(credential.encode()).decode()}
-            layers.insert(0, basic)  # an Authorization header of the config wins
-        self.headers = _merged(*layers)
-        self.head = self._request_line + encode_headers(self.headers)
-
-    def head_with(self, headers: Mapping[str, str]) -> bytes:
-        """The head with a call's own ``headers``, which win over the fixed ones of the same name."""
-        if not headers:
-            return self.head
-        return self._request_line + encode_headers(_merged(self.headers, headers))
 
 
 class _StaleConnection(Disconnected):
@@ -130,7 +66,7 @@ class _Connection(asyncio.Protocol):
         self.reused = False
         self.idle_since = 0.0
         self._informational = False  # parsing a 1xx answer, which the real answer follows
-        self._write_paused = False
+        self.write_paused = False  # the transport's buffer is full: ``drain`` waits
         self._drained: asyncio.Future[None] | None = None
 
     # --- asyncio.Protocol ----------------------------------------------------------------------------
@@ -166,10 +102,10 @@ class _Connection(asyncio.Protocol):
         self._wake_writer(Disconnected("the connection closed while the request was being sent"))
 
     def pause_writing(self) -> None:
-        self._write_paused = True
+        self.write_paused = True
 
     def resume_writing(self) -> None:
-        self._write_paused = False
+        self.write_paused = False
         self._wake_writer(None)
 
     # --- httptools callbacks (an answer that is over takes nothing more) ----------------------------
@@ -211,12 +147,8 @@ class _Connection(asyncio.Protocol):
         if self.open and self.transport is not None:
             self.transport.write(data)
 
-    @property
-    def write_paused(self) -> bool:
-        return self._write_paused
-
     async def drain(self) -> None:
-        if self._write_paused and self.open:
+        if self.write_paused and self.open:
             self._drained = asyncio.get_running_loop().create_future()
             try:
                 await self._drained

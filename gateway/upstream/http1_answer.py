@@ -94,8 +94,8 @@ class UpstreamAnswer:
     (``read``) or as it arrives (``readany``). ``release`` (after a whole read) or ``close`` give
     its connection back, for the next call when the answer was read to its end, else closed."""
 
-    __slots__ = ("_buffered", "_carrier", "_chunks", "_decoder", "_done", "_error", "_head", "_idle_s",
-                 "_loop", "_paused", "_until_close", "_waiter", "finished", "headers", "heard", "keep_alive",
+    __slots__ = ("_buffered", "_carrier", "_chunks", "_decoder", "_done", "_error", "_idle_s", "_loop",
+                 "_paused", "_until_close", "_waiter", "finished", "head", "headers", "heard", "keep_alive",
                  "status")
 
     def __init__(self, carrier: Carrier, loop: asyncio.AbstractEventLoop, idle_s: float) -> None:
@@ -107,7 +107,7 @@ class UpstreamAnswer:
         self._carrier = carrier
         self._loop = loop
         self._idle_s = idle_s
-        self._head: asyncio.Future[None] = loop.create_future()
+        self.head: asyncio.Future[None] = loop.create_future()  # done once status and headers came
         self._chunks: list[bytes] = []
         self._buffered = 0
         self._done = False  # the whole body has arrived
@@ -139,8 +139,8 @@ class UpstreamAnswer:
             return
         self._until_close = ("content-length" not in headers and status not in (204, 304)
                              and "chunked" not in dict.get(headers, "transfer-encoding", "").lower())
-        if not self._head.done():
-            self._head.set_result(None)
+        if not self.head.done():
+            self.head.set_result(None)
 
     def body(self, data: bytes) -> None:
         if self._decoder is not None:
@@ -189,9 +189,9 @@ class UpstreamAnswer:
     def fail(self, error: BaseException) -> None:
         if not self.over:
             self._error = error
-        if not self._head.done():
-            self._head.set_exception(error)
-            self._head.exception()  # retrieved: a call that stopped waiting leaves no warning
+        if not self.head.done():
+            self.head.set_exception(error)
+            self.head.exception()  # retrieved: a call that stopped waiting leaves no warning
         self._wake()
 
     def _wake(self) -> None:
@@ -200,11 +200,6 @@ class UpstreamAnswer:
             waiter.set_result(None)
 
     # --- read by the caller ------------------------------------------------------------------------
-
-    @property
-    def head(self) -> asyncio.Future[None]:
-        """Done when the status and headers have come (or the answer failed first)."""
-        return self._head
 
     async def readany(self) -> bytes:
         """What has arrived since the last read (waiting up to the idle timeout for something);
