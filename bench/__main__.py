@@ -59,7 +59,7 @@ def main() -> int:
         log = tmp / "processes.log"
         sim_port, gw_port, floor_port = procs.free_port(), procs.free_port(), procs.free_port()
         sim_base = f"http://127.0.0.1:{sim_port}"
-        started = [procs.start_simulator(sim_port, 0.0, log)]
+        started = procs.start_upstream(sim_port, log)
         try:
             gateway = procs.start_gateway(procs.write_config(tmp, "small", gw_port, sim_port, ADMIN_KEY),
                                           gw_port, server, log)

@@ -48,7 +48,7 @@ def main() -> int:
         tmp = Path(tmp_name)
         log = tmp / "processes.log"
         sim_port, floor_port = procs.free_port(), procs.free_port()
-        started = [procs.start_simulator(sim_port, 0.0, log)]
+        started = procs.start_upstream(sim_port, log)
         try:
             sim_base = f"http://127.0.0.1:{sim_port}"
             targets = [Target("floor", f"http://127.0.0.1:{floor_port}", None, "none", True)]

@@ -84,6 +84,21 @@ def start_simulator(port: int, token_ms: float, log: Path) -> subprocess.Popen[b
     return proc
 
 
+def start_upstream(port: int, log: Path) -> list[subprocess.Popen[bytes]]:
+    """The bench's upstream on ``port``: the simulator (on a port of its own) behind the replaying
+    front of bench/replay.py, which answers each distinct request from memory after the first.
+    Both processes, to be stopped in reverse order."""
+    sim_port = free_port()
+    sim = start_simulator(sim_port, 0.0, log)
+    try:
+        replay = _spawn(["-m", "bench.replay", str(port), f"http://127.0.0.1:{sim_port}"], log)
+        wait_listening(port, replay)
+    except BaseException:
+        stop(sim)
+        raise
+    return [sim, replay]
+
+
 def start_floor(server: str, port: int, upstream: str, log: Path) -> subprocess.Popen[bytes]:
     proc = _spawn(["-m", "bench.floor", server, str(port)], log, {"BENCH_FLOOR_UPSTREAM": upstream})
     wait_listening(port, proc)

@@ -80,7 +80,7 @@ def main() -> int:
         tmp = Path(tmp_name)
         log = tmp / "processes.log"
         sim_port, gw_port = procs.free_port(), procs.free_port()
-        sim = procs.start_simulator(sim_port, 0.0, log)
+        upstream = procs.start_upstream(sim_port, log)
         gateway = None
         try:
             config = procs.write_config(tmp, "small", gw_port, sim_port, ADMIN_KEY)
@@ -109,7 +109,8 @@ def main() -> int:
         finally:
             if gateway is not None:
                 procs.stop(gateway)
-            procs.stop(sim)
+            for proc in reversed(upstream):
+                procs.stop(proc)
     load_avg = os.getloadavg()[0]
     print(f"# {name}, c={conc}, {server}, {seconds:.0f} s: {result[0].rps:.0f} req/s, "
           f"p50 {result[0].p50_ms:.2f} ms (load average {load_avg:.1f})\n")

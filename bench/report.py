@@ -132,13 +132,13 @@ def markdown(run: Run) -> str:
     mode = "QUICK=1" if run.quick else "full"
     out = [f"# Benchmark: gateway vs reference floor on {run.server}", "",
            f"{when}, {platform.node()}, {mode}, {run.seconds:g} s per measurement, wrk -t1, "
-           "1 worker, simulator upstream answering at once (no token delay), everything on "
-           "(auth, reservation, metering, ledger, request log). Command: "
+           "1 worker, upstream: the simulator's answers replayed from memory (bench/replay.py), "
+           "everything on (auth, reservation, metering, ledger, request log). Command: "
            f"`make bench{' QUICK=1' if run.quick else ''}` (BENCH_SERVER={run.server}).", "",
            f"Load average (1 min) at the start {run.load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
            f"on {os.cpu_count()} cores: anything else running skews every figure.", "",
            "Ratios in brackets are gateway / floor. 'added p50' is p50 minus the p50 of calling the "
-           "simulator directly with the same request in the client's format.", ""]
+           "upstream directly with the same request in the client's format.", ""]
     out += _table(run)
     if run.ttft:
         out += ["", "## Time to first byte of streams, c=1 (p50 ms)", "",
@@ -150,7 +150,7 @@ def markdown(run: Run) -> str:
         out += ["", f"Peak RSS (largest process): gateway {run.peak_rss['gateway']:.0f} MB, "
                 f"floor {run.peak_rss['floor']:.0f} MB."]
     if run.litellm:
-        out += ["", "## LiteLLM proxy (same simulator, same load)", "",
+        out += ["", "## LiteLLM proxy (same upstream, same load)", "",
                 "| scenario | c | gateway rps | LiteLLM rps | rps ratio | gateway CPU us | LiteLLM CPU us | "
                 "CPU ratio |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
         for name, conc, gw, lite in run.litellm:

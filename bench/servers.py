@@ -30,7 +30,7 @@ def main() -> int:
         tmp = Path(tmp_name)
         log = tmp / "processes.log"
         sim_port = procs.free_port()
-        sim = procs.start_simulator(sim_port, 0.0, log)
+        upstream = procs.start_upstream(sim_port, log)
         try:
             for server in SERVERS:
                 gw_port, floor_port = procs.free_port(), procs.free_port()
@@ -54,7 +54,8 @@ def main() -> int:
                     procs.stop(floor)
                     procs.stop(gateway)
         finally:
-            procs.stop(sim)
+            for proc in reversed(upstream):
+                procs.stop(proc)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     out = [f"# ASGI servers: floor and gateway on each ({when}, `make bench-servers`, {seconds:g} s each)",
            "", f"Default: {DEFAULT_SERVER}. CPU per request (us), /proc of the server's process tree.",

@@ -1,0 +1,168 @@
+"""The bench's upstream: the simulator's answers, each recorded once and then replayed from memory.
+
+The simulator builds every answer afresh (parsing the request, generating text, counting tokens):
+about 0.2 ms of CPU a call on this machine, as much as the gateway's whole cost. At concurrency 1
+that time sits inside every round trip the bench measures, and the ratios of throughput between
+relays (gateway, floor, LiteLLM) then say more about the simulator than about them. This server
+stands in front of it: the first time it sees a request (method, target, body) it forwards it to
+the simulator, keeps the answer, and from then on answers the same request with the same bytes at
+once. A stream is replayed one SSE event per write, yielding to the event loop between events (a
+token stream, like the simulator's), and paused while the reader is behind.
+
+``python -m bench.replay PORT SIMULATOR_BASE``; ``GET /replay/stats`` tells how many answers were
+recorded and replayed (a relay whose upstream request changed from call to call would show one
+recording per call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from dataclasses import dataclass
+from typing import cast
+
+import aiohttp
+import httptools
+import orjson
+
+_SKIP_HEADERS = frozenset({b"host", b"content-length", b"connection", b"accept-encoding",
+                           b"transfer-encoding", b"keep-alive"})
+
+_EVENT_END = re.compile(rb"(\r\n\r\n|\n\n|\r\r)")
+
+
+@dataclass
+class Answer:
+    first: bytes  # the head, and the whole body unless it is a stream
+    frames: list[bytes]  # a stream's body: one chunk frame per SSE event, then the last chunk
+
+
+def _answer(status: int, content_type: str, body: bytes) -> Answer:
+    reason = "OK" if status == 200 else "Answer"
+    if not content_type.startswith("text/event-stream"):
+        head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\n"
+                f"content-length: {len(body)}\r\n\r\n").encode()
+        return Answer(head + body, [])
+    pieces = _EVENT_END.split(body)  # events and their separators (CRLF ones in Gemini's streams)
+    ends = [*pieces[1::2], b""]
+    events = [event + end for event, end in zip(pieces[::2], ends, strict=True) if event.strip()]
+    frames = [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
+    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncache-control: no-cache\r\n"
+            "transfer-encoding: chunked\r\n\r\n").encode()
+    return Answer(head, frames)
+
+
+class Recorder:
+    def __init__(self, simulator: str) -> None:
+        self.simulator = simulator
+        self.answers: dict[tuple[bytes, bytes, bytes], Answer] = {}
+        self.recorded = 0
+        self.replayed = 0
+        self._session: aiohttp.ClientSession | None = None
+
+    async def answer(self, method: bytes, target: bytes, headers: list[tuple[bytes, bytes]],
+                     body: bytes) -> Answer:
+        if target == b"/replay/stats":
+            stats = orjson.dumps({"recorded": self.recorded, "replayed": self.replayed})
+            return _answer(200, "application/json", stats)
+        key = (method, target, body)
+        found = self.answers.get(key)
+        if found is not None:
+            self.replayed += 1
+            return found
+        if self._session is None:
+            self._session = aiohttp.ClientSession(auto_decompress=True)
+        forwarded = {k.decode(): v.decode() for k, v in headers if k.lower() not in _SKIP_HEADERS}
+        async with self._session.request(method.decode(), self.simulator + target.decode(), data=body,
+                                         headers=forwarded) as resp:
+            answer = _answer(resp.status, resp.headers.get("content-type", "application/json"),
+                             await resp.read())
+        if resp.status < 300:  # an error is passed on each time, never kept
+            self.answers[key] = answer
+            self.recorded += 1
+        return answer
+
+
+class ReplayProtocol(asyncio.Protocol):
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None
+        self._target = b""
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []
+        self._pending: asyncio.Queue[tuple[bytes, bytes, list[tuple[bytes, bytes]], bytes]] = asyncio.Queue()
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self._task = asyncio.get_running_loop().create_task(self._serve())
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        self._writable.set()
+        if self._task is not None:
+            self._task.cancel()
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError:
+            if self._transport is not None:
+                self._transport.close()
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self._target, self._headers, self._body = b"", [], []
+
+    def on_url(self, url: bytes) -> None:
+        self._target += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        request = (self._parser.get_method(), self._target, self._headers, b"".join(self._body))
+        self._pending.put_nowait(request)
+
+    async def _serve(self) -> None:
+        while True:
+            request = await self._pending.get()
+            answer = await self._recorder.answer(*request)
+            if self._transport is None:
+                return
+            self._transport.write(answer.first)
+            for frame in answer.frames:
+                await asyncio.sleep(0)
+                await self._writable.wait()
+                if self._transport is None:
+                    return
+                self._transport.write(frame)
+
+
+async def serve(port: int, simulator: str) -> None:
+    recorder = Recorder(simulator.rstrip("/"))
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: ReplayProtocol(recorder), "127.0.0.1", port, backlog=1024)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(serve(int(sys.argv[1]), sys.argv[2]))
+    sys.exit(0)
