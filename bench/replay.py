@@ -6,8 +6,8 @@ that time sits inside every round trip the bench measures, and the ratios of thr
 relays (gateway, floor, LiteLLM) then say more about the simulator than about them. This server
 stands in front of it: the first time it sees a request (method, target, body) it forwards it to
 the simulator, keeps the answer, and from then on answers the same request with the same bytes at
-once. A stream is replayed one SSE event per write, yielding to the event loop between events (a
-token stream, like the simulator's), and paused while the reader is behind.
+once. A stream is replayed as the simulator (with no token delay) sends it: one write per SSE
+event, back to back, paused only while the reader is behind.
 
 ``python -m bench.replay PORT SIMULATOR_BASE``; ``GET /replay/stats`` tells how many answers were
 recorded and replayed (a relay whose upstream request changed from call to call would show one
@@ -145,10 +145,10 @@ class ReplayProtocol(asyncio.Protocol):
                 return
             self._transport.write(answer.first)
             for frame in answer.frames:
-                await asyncio.sleep(0)
-                await self._writable.wait()
-                if self._transport is None:
-                    return
+                if not self._writable.is_set():
+                    await self._writable.wait()
+                    if self._transport is None:
+                        return
                 self._transport.write(frame)
 
 
