@@ -17,7 +17,6 @@ recording per call).
 from __future__ import annotations
 
 import asyncio
-import re
 import sys
 from dataclasses import dataclass
 from typing import cast
@@ -26,10 +25,10 @@ import aiohttp
 import httptools
 import orjson
 
+from gateway.wire.sse import split_events
+
 _SKIP_HEADERS = frozenset({b"host", b"content-length", b"connection", b"accept-encoding",
                            b"transfer-encoding", b"keep-alive"})
-
-_EVENT_END = re.compile(rb"(\r\n\r\n|\n\n|\r\r)")
 
 
 @dataclass
@@ -44,10 +43,7 @@ def _answer(status: int, content_type: str, body: bytes) -> Answer:
         head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\n"
                 f"content-length: {len(body)}\r\n\r\n").encode()
         return Answer(head + body, [])
-    pieces = _EVENT_END.split(body)  # events and their separators (CRLF ones in Gemini's streams)
-    ends = [*pieces[1::2], b""]
-    events = [event + end for event, end in zip(pieces[::2], ends, strict=True) if event.strip()]
-    frames = [b"%x\r\n%s\r\n" % (len(e), e) for e in events] + [b"0\r\n\r\n"]
+    frames = [b"%x\r\n%s\r\n" % (len(e), e) for e in split_events(body)] + [b"0\r\n\r\n"]
     head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncache-control: no-cache\r\n"
             "transfer-encoding: chunked\r\n\r\n").encode()
     return Answer(head, frames)
@@ -82,6 +78,10 @@ class Recorder:
             self.answers[key] = answer
             self.recorded += 1
         return answer
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
 
 
 class ReplayProtocol(asyncio.Protocol):
@@ -152,17 +152,26 @@ class ReplayProtocol(asyncio.Protocol):
                 self._transport.write(frame)
 
 
-async def serve(port: int, simulator: str) -> None:
+async def start(port: int, simulator: str) -> tuple[asyncio.AbstractServer, Recorder]:
+    """The replaying front listening on ``port`` (0: any free one) of 127.0.0.1."""
     recorder = Recorder(simulator.rstrip("/"))
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: ReplayProtocol(recorder), "127.0.0.1", port, backlog=1024)
-    async with server:
-        await server.serve_forever()
+    return server, recorder
+
+
+async def _serve(port: int, simulator: str) -> None:
+    server, recorder = await start(port, simulator)
+    try:
+        async with server:
+            await server.serve_forever()
+    finally:
+        await recorder.close()
 
 
 if __name__ == "__main__":
     import uvloop
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(serve(int(sys.argv[1]), sys.argv[2]))
+        runner.run(_serve(int(sys.argv[1]), sys.argv[2]))
     sys.exit(0)
