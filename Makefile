@@ -23,7 +23,7 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# `make bench` writes bench/results/latest.md (about 12 minutes; QUICK=1: about 2); it needs wrk
+# `make bench` writes bench/results/latest.md (about 15 minutes; QUICK=1: about 3); it needs wrk
 # (apt-get install -y wrk). `make bench-compare` adds the LiteLLM proxy from its own virtualenv
 # (bench/.litellm-venv, never a dependency of the gateway). `make bench-servers`: the floor and the
 # gateway on every supported ASGI server (bench/results/servers.md).

@@ -2,8 +2,10 @@
 server) and the upstream called directly, interleaved scenario by scenario in one run; results
 printed and written to ``bench/results/latest.md`` (see bench/report.py for what each figure is).
 
-Environment: BENCH_QUICK=1 (or ``make bench QUICK=1``: about 2 minutes, concurrency 1 and 16,
-1 s per measurement), BENCH_SERVER (default: the gateway's default server), BENCH_SECONDS,
+Environment: BENCH_QUICK=1 (or ``make bench QUICK=1``: about 3 minutes, concurrency 1 and 16,
+1 s per measurement, one round), BENCH_SERVER (default: the gateway's default server),
+BENCH_SECONDS (of one measurement; default 2), BENCH_ROUNDS (each figure is the median of this many
+rounds, the targets measured in turn; default 3),
 BENCH_COMPARE=1 (``make bench-compare``: adds the LiteLLM proxy), BENCH_SCALE=0 (skip the
 100,000-key / 1,000-model check), BENCH_OUT (the results file).
 """
@@ -21,7 +23,7 @@ import aiohttp
 
 from bench import compare, measure, procs, report, wrk
 from bench.measure import Target
-from bench.scenarios import Scenario, all_scenarios
+from bench.scenarios import PACED, Scenario, all_scenarios
 from gateway.servers import DEFAULT_SERVER
 
 ADMIN_KEY = "bench-admin-key"
@@ -49,11 +51,13 @@ def main() -> int:
         return 2
     quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
     server = os.environ.get("BENCH_SERVER", DEFAULT_SERVER)
-    seconds = float(os.environ.get("BENCH_SECONDS", "1" if quick else "4"))
+    seconds = float(os.environ.get("BENCH_SECONDS", "1" if quick else "2"))
+    rounds = int(os.environ.get("BENCH_ROUNDS", "1" if quick else "3"))
     concurrencies = (1, 16) if quick else (1, 16, 64)
     long_tokens = 10_000
-    run = report.Run(server=server, quick=quick, seconds=seconds, started=time.time())
+    run = report.Run(server=server, quick=quick, seconds=seconds, rounds=rounds, started=time.time())
     scenarios = all_scenarios(32, long_tokens)
+    paced = {s.name: s for s in all_scenarios(32, long_tokens, PACED)}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         log = tmp / "processes.log"
@@ -79,7 +83,7 @@ def main() -> int:
                         figures = [measure.measure_fixed(t, scenario, conc, conc * (2 if quick else 4))
                                    for t in (direct, floor_t, gw)]
                     else:
-                        figures = [measure.measure(t, scenario, conc, seconds) for t in (direct, floor_t, gw)]
+                        figures = measure.interleaved((direct, floor_t, gw), scenario, conc, seconds, rounds)
                     row = report.Row(scenario, conc, chunks, *figures)
                     run.rows.append(row)
                     _say(report.console_line(row))
@@ -87,15 +91,14 @@ def main() -> int:
                         run.long_rss[scenario.name] = (rss_before, procs.rss_mb(gateway.pid, "VmRSS"))
                 if scenario.stream and scenario.kind != "long":
                     total = 50 if quick else 200
-                    d, f, g = (measure.ttft(t, scenario, total).pct(0.5, "ttft") * 1000
-                               for t in (direct, floor_t, gw))
+                    d, f, g = measure.ttft_p50_ms((direct, floor_t, gw), paced[scenario.name], total, rounds)
                     run.ttft[scenario.name] = (d, f, g)
             run.peak_rss = {"gateway": procs.rss_mb(gateway.pid), "floor": procs.rss_mb(floor.pid)}
             if os.environ.get("BENCH_SCALE", "1") != "0":
                 run.scale = _scale(tmp, sim_port, gw, scenarios[0], seconds * 2, log)
             if os.environ.get("BENCH_COMPARE", "") not in ("", "0"):
-                run.litellm = compare.litellm(tmp, sim_base, gw, floor_t, scenarios, concurrencies,
-                                              seconds * 2, log)
+                run.litellm = compare.litellm(tmp, sim_base, gw, scenarios, concurrencies, seconds * 2,
+                                              rounds, log)
         except Exception:
             _say(log.read_text(errors="replace")[-4000:] if log.exists() else "")
             raise

@@ -28,8 +28,8 @@ general_settings: {{master_key: {MASTER_KEY}, disable_spend_logs: true}}
     return path
 
 
-def litellm(tmp: Path, sim_base: str, gateway: Target, floor: Target, scenarios: list[Scenario],
-            concurrencies: tuple[int, ...], seconds: float,
+def litellm(tmp: Path, sim_base: str, gateway: Target, scenarios: list[Scenario],
+            concurrencies: tuple[int, ...], seconds: float, rounds: int,
             log: Path) -> list[tuple[str, int, Figures, Figures]]:
     venv = Path(__file__).resolve().parent / ".litellm-venv" / "bin" / "litellm"
     if not venv.exists():
@@ -46,8 +46,8 @@ def litellm(tmp: Path, sim_base: str, gateway: Target, floor: Target, scenarios:
             measure.check(lite, scenario)
             measure.measure(lite, scenario, 16, seconds)  # warm-up: its first calls are far slower
             for conc in concurrencies:
-                gw = measure.measure(gateway, scenario, conc, seconds)
-                out.append((scenario.name, conc, gw, measure.measure(lite, scenario, conc, seconds)))
+                gw, lite_figures = measure.interleaved((gateway, lite), scenario, conc, seconds, rounds)
+                out.append((scenario.name, conc, gw, lite_figures))
         return out
     finally:
         procs.stop(proc)

@@ -4,6 +4,8 @@ LiteLLM), with the target's CPU time and peak memory read from /proc around the 
 from __future__ import annotations
 
 import asyncio
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -45,6 +47,27 @@ def measure(target: Target, scenario: Scenario, connections: int, seconds: float
                    result.errors, result.requests)
 
 
+def median(runs: Sequence[Figures]) -> Figures:
+    """Each figure's median over rounds; errors and requests summed."""
+    return Figures(statistics.median(r.rps for r in runs), statistics.median(r.p50_ms for r in runs),
+                   statistics.median(r.p99_ms for r in runs), statistics.median(r.cpu_us for r in runs),
+                   sum(r.errors for r in runs), sum(r.requests for r in runs))
+
+
+def interleaved(targets: Sequence[Target], scenario: Scenario, connections: int, seconds: float,
+                rounds: int) -> list[Figures]:
+    """Each target measured ``rounds`` times in turn, every other round in reverse order, and the
+    median of each figure: on a machine whose speed drifts (a hypervisor taking CPU time from it
+    for a few seconds), a slow spell then lands on one round of one target, not on its figure, and
+    no target is always measured right after another one."""
+    runs: list[list[Figures]] = [[] for _ in targets]
+    order = list(enumerate(targets))
+    for round_no in range(rounds):
+        for i, target in order if round_no % 2 == 0 else reversed(order):
+            runs[i].append(measure(target, scenario, connections, seconds))
+    return [median(r) for r in runs]
+
+
 def measure_fixed(target: Target, scenario: Scenario, connections: int, total: int) -> Figures:
     """Exactly ``total`` requests (the Python load generator), CPU over all of them: for the long
     streams, where a timed wrk run would cut a large share of the work at its end."""
@@ -56,6 +79,17 @@ def measure_fixed(target: Target, scenario: Scenario, connections: int, total: i
     served = max(len(result.samples), 1)
     return Figures(result.throughput, result.pct(0.5) * 1000, result.pct(0.99) * 1000, cpu / served * 1e6,
                    result.errors, len(result.samples))
+
+
+def ttft_p50_ms(targets: Sequence[Target], scenario: Scenario, total: int, rounds: int) -> list[float]:
+    """Each target's p50 time to first byte (ms): the median of ``rounds`` rounds of
+    ``total / rounds`` streams, the targets in turn as in ``interleaved``."""
+    runs: list[list[float]] = [[] for _ in targets]
+    order = list(enumerate(targets))
+    for round_no in range(rounds):
+        for i, target in order if round_no % 2 == 0 else reversed(order):
+            runs[i].append(ttft(target, scenario, max(total // rounds, 1)).pct(0.5, "ttft") * 1000)
+    return [statistics.median(r) for r in runs]
 
 
 def ttft(target: Target, scenario: Scenario, total: int) -> load.Result:

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from bench.scenarios import PACED
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,6 +58,13 @@ def cpu_seconds(pid: int) -> float:
             continue
         total += int(fields[11]) + int(fields[12])
     return total / _CLK_TCK
+
+
+def cpu_stolen() -> tuple[float, float]:
+    """Seconds of CPU time the hypervisor took from this machine (``steal`` in /proc/stat), and
+    seconds of all CPU time, both summed over the cores since boot."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return fields[7] / _CLK_TCK, sum(fields[:8]) / _CLK_TCK
 
 
 def rss_mb(pid: int, field: str = "VmHWM") -> float:
@@ -131,6 +140,11 @@ def write_config(directory: Path, name: str, port: int, sim_port: int, admin_key
     price = "{input_per_mtok: 3, output_per_mtok: 15}"
     extra = "".join(f"  - {{id: extra-{i}, price: {price}}}\n" for i in range(extra_models))
     extra_ids = ", ".join(f"extra-{i}" for i in range(extra_models))
+    p = PACED  # each model has a paced twin (bench/scenarios.py), routed to the upstream's twin
+    models = "".join(f"  - {{id: {name}{x}, price: {cost}}}\n" for x in ("", p) for name, cost in (
+        ("sim-chat", "{input_per_mtok: 0.5, output_per_mtok: 1.5}"), ("sim-claude", price),
+        ("sim-gemini", price), ("sim-embed", "{input_per_mtok: 0.02}"), ("claude-on-chat", price),
+        ("gemini-on-chat", price), ("chat-on-messages", price)))
     text = f"""
 listen: {{host: 127.0.0.1, port: {port}}}
 database: sqlite:///{directory}/{name}.db
@@ -138,20 +152,17 @@ admin_key: {admin_key}
 simulator: {{enabled: false}}
 logging: {{access_log: false}}
 models:
-  - {{id: sim-chat, price: {{input_per_mtok: 0.5, output_per_mtok: 1.5}}}}
-  - {{id: sim-claude, price: {price}}}
-  - {{id: sim-gemini, price: {price}}}
-  - {{id: sim-embed, price: {{input_per_mtok: 0.02}}}}
-  - {{id: claude-on-chat, price: {price}}}
-  - {{id: gemini-on-chat, price: {price}}}
-  - {{id: chat-on-messages, price: {price}}}
-{extra}upstreams:
-  - {{name: sim-openai, protocol: chat, base_url: "{sim}", api_key: sk-sim, models: [sim-chat, sim-embed]}}
+{models}{extra}upstreams:
+  - {{name: sim-openai, protocol: chat, base_url: "{sim}", api_key: sk-sim,
+     models: [sim-chat, sim-embed, sim-chat{p}, sim-embed{p}]}}
   - {{name: sim-openai-x, protocol: chat, base_url: "{sim}", api_key: sk-sim,
-     models: {{claude-on-chat: sim-chat, gemini-on-chat: sim-chat}}}}
+     models: {{claude-on-chat: sim-chat, gemini-on-chat: sim-chat, claude-on-chat{p}: sim-chat{p},
+              gemini-on-chat{p}: sim-chat{p}}}}}
   - {{name: sim-anthropic, protocol: messages, base_url: "{sim}", api_key: sk-sim,
-     models: {{sim-claude: sim-claude, chat-on-messages: sim-claude}}}}
-  - {{name: sim-google, protocol: v1beta, base_url: "{sim}", api_key: sk-sim, models: [sim-gemini]}}
+     models: {{sim-claude: sim-claude, chat-on-messages: sim-claude, sim-claude{p}: sim-claude{p},
+              chat-on-messages{p}: sim-claude{p}}}}}
+  - {{name: sim-google, protocol: v1beta, base_url: "{sim}", api_key: sk-sim,
+     models: [sim-gemini, sim-gemini{p}]}}
 """
     if extra_models:
         text += f'  - {{name: sim-extra, protocol: chat, base_url: "{sim}", api_key: sk-sim, ' \

@@ -6,8 +6,9 @@ that time sits inside every round trip the bench measures, and the ratios of thr
 relays (gateway, floor, LiteLLM) then say more about the simulator than about them. This server
 stands in front of it: the first time it sees a request (method, target, body) it forwards it to
 the simulator, keeps the answer, and from then on answers the same request with the same bytes at
-once. A stream is replayed as the simulator (with no token delay) sends it: one write per SSE
-event, back to back, paused only while the reader is behind.
+once. A stream is replayed as the simulator sent it: one write per SSE event, back to back when the
+simulator had no token delay, with the pauses it made when it had one (``tok<MS>`` in the model id,
+which the bench's time-to-first-byte streams use), and paused while the reader is behind.
 
 ``python -m bench.replay PORT SIMULATOR_BASE``; ``GET /replay/stats`` tells how many answers were
 recorded and replayed (a relay whose upstream request changed from call to call would show one
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from dataclasses import dataclass
 from typing import cast
 
@@ -25,28 +27,56 @@ import aiohttp
 import httptools
 import orjson
 
-from gateway.wire.sse import split_events
+from gateway.wire.sse import complete_end, split_events
 
 _SKIP_HEADERS = frozenset({b"host", b"content-length", b"connection", b"accept-encoding",
                            b"transfer-encoding", b"keep-alive"})
+
+
+# A pause between two events of a recorded stream shorter than this is the simulator's own work,
+# not a pace it was asked for (``tok<MS>`` in the model id): replayed back to back.
+MIN_GAP_S = 0.0003
 
 
 @dataclass
 class Answer:
     first: bytes  # the head, and the whole body unless it is a stream
     frames: list[bytes]  # a stream's body: one chunk frame per SSE event, then the last chunk
+    gaps: list[float]  # before each frame, the pause recorded (0 when under MIN_GAP_S)
 
 
-def _answer(status: int, content_type: str, body: bytes) -> Answer:
+def _head(status: int, content_type: str, fields: str) -> bytes:
     reason = "OK" if status == 200 else "Answer"
+    return f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\n{fields}\r\n".encode()
+
+
+def _whole(status: int, content_type: str, body: bytes) -> Answer:
+    return Answer(_head(status, content_type, f"content-length: {len(body)}\r\n") + body, [], [])
+
+
+async def _recorded(resp: aiohttp.ClientResponse) -> Answer:
+    """``resp``'s answer; a stream's events each with the pause before it as it arrived."""
+    content_type = resp.headers.get("content-type", "application/json")
     if not content_type.startswith("text/event-stream"):
-        head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\n"
-                f"content-length: {len(body)}\r\n\r\n").encode()
-        return Answer(head + body, [])
-    frames = [b"%x\r\n%s\r\n" % (len(e), e) for e in split_events(body)] + [b"0\r\n\r\n"]
-    head = (f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncache-control: no-cache\r\n"
-            "transfer-encoding: chunked\r\n\r\n").encode()
-    return Answer(head, frames)
+        return _whole(resp.status, content_type, await resp.read())
+    frames: list[bytes] = []
+    gaps: list[float] = []
+    pending = b""
+    last = time.perf_counter()
+    async for chunk in resp.content.iter_any():
+        now = time.perf_counter()
+        pending += chunk
+        end = complete_end(pending)
+        for n, event in enumerate(split_events(pending[:end])):
+            frames.append(b"%x\r\n%s\r\n" % (len(event), event))
+            gaps.append(now - last if n == 0 and frames[1:] and now - last >= MIN_GAP_S else 0.0)
+        if end:
+            pending, last = pending[end:], now
+    if pending:
+        frames.append(b"%x\r\n%s\r\n" % (len(pending), pending))
+        gaps.append(0.0)
+    head = _head(resp.status, content_type, "cache-control: no-cache\r\ntransfer-encoding: chunked\r\n")
+    return Answer(head, [*frames, b"0\r\n\r\n"], [*gaps, 0.0])
 
 
 class Recorder:
@@ -61,7 +91,7 @@ class Recorder:
                      body: bytes) -> Answer:
         if target == b"/replay/stats":
             stats = orjson.dumps({"recorded": self.recorded, "replayed": self.replayed})
-            return _answer(200, "application/json", stats)
+            return _whole(200, "application/json", stats)
         key = (method, target, body)
         found = self.answers.get(key)
         if found is not None:
@@ -72,8 +102,7 @@ class Recorder:
         forwarded = {k.decode(): v.decode() for k, v in headers if k.lower() not in _SKIP_HEADERS}
         async with self._session.request(method.decode(), self.simulator + target.decode(), data=body,
                                          headers=forwarded) as resp:
-            answer = _answer(resp.status, resp.headers.get("content-type", "application/json"),
-                             await resp.read())
+            answer = await _recorded(resp)
         if resp.status < 300:  # an error is passed on each time, never kept
             self.answers[key] = answer
             self.recorded += 1
@@ -144,7 +173,11 @@ class ReplayProtocol(asyncio.Protocol):
             if self._transport is None:
                 return
             self._transport.write(answer.first)
-            for frame in answer.frames:
+            for frame, gap in zip(answer.frames, answer.gaps, strict=True):
+                if gap:
+                    await asyncio.sleep(gap)
+                    if self._transport is None:
+                        return
                 if not self._writable.is_set():
                     await self._writable.wait()
                     if self._transport is None:

@@ -16,6 +16,7 @@ import platform
 import time
 from dataclasses import dataclass, field
 
+from bench import procs
 from bench.measure import Figures
 from bench.scenarios import Scenario
 
@@ -35,6 +36,7 @@ class Run:
     server: str
     quick: bool
     seconds: float
+    rounds: int
     started: float
     rows: list[Row] = field(default_factory=list)
     ttft: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # direct, floor, gateway
@@ -43,6 +45,13 @@ class Run:
     scale: dict[str, float] = field(default_factory=dict)
     litellm: list[tuple[str, int, Figures, Figures]] = field(default_factory=list)  # gateway, litellm
     load_start: float = field(default_factory=lambda: os.getloadavg()[0])  # others' work skews it all
+    stolen_start: tuple[float, float] = field(default_factory=procs.cpu_stolen)
+
+
+def _stolen(run: Run) -> str:
+    steal, total = (now - then for now, then in zip(procs.cpu_stolen(), run.stolen_start, strict=True))
+    return (f"CPU time taken by the hypervisor (steal) during the run: {steal:.0f} s, "
+            f"{100 * steal / total if total else 0:.1f}% of the cores' time.")
 
 
 def _ratio(a: float, b: float) -> str:
@@ -131,12 +140,13 @@ def markdown(run: Run) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(run.started))
     mode = "QUICK=1" if run.quick else "full"
     out = [f"# Benchmark: gateway vs reference floor on {run.server}", "",
-           f"{when}, {platform.node()}, {mode}, {run.seconds:g} s per measurement, wrk -t1, "
+           f"{when}, {platform.node()}, {mode}, each figure the median of {run.rounds} round(s) of "
+           f"{run.seconds:g} s, the targets measured in turn (every other round in reverse), wrk -t1, "
            "1 worker, upstream: the simulator's answers replayed from memory (bench/replay.py), "
            "everything on (auth, reservation, metering, ledger, request log). Command: "
            f"`make bench{' QUICK=1' if run.quick else ''}` (BENCH_SERVER={run.server}).", "",
            f"Load average (1 min) at the start {run.load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
-           f"on {os.cpu_count()} cores: anything else running skews every figure.", "",
+           f"on {os.cpu_count()} cores: anything else running skews every figure. {_stolen(run)}", "",
            "Ratios in brackets are gateway / floor. 'added p50' is p50 minus the p50 of calling the "
            "upstream directly with the same request in the client's format.", ""]
     out += _table(run)

@@ -64,34 +64,44 @@ def _gemini_path(model: str, stream: bool) -> str:
     return f"/v1beta/models/{model}:{method}"
 
 
-def all_scenarios(tokens: int, long_tokens: int) -> list[Scenario]:
+# The model-id suffix of the paced twins of every bench model: the simulator then waits 1 ms
+# between streamed tokens (its ``tok<MS>`` option), and the replay keeps those pauses. Time to first
+# byte is measured on them: with every event sent at once, the first byte a relay sends would wait
+# for the whole stream it read in one go, which is not what a model's token stream looks like.
+PACED = "-tok1"
+
+
+def all_scenarios(tokens: int, long_tokens: int, suffix: str = "") -> list[Scenario]:
+    """Every scenario; ``suffix`` (e.g. ``PACED``) appended to each model id."""
     prompt = f"Write about gateways. sim:tokens={tokens}"  # the simulator's directive: exact length
     long_prompt = f"Write about gateways. sim:tokens={long_tokens}"
+    x = suffix
     out: list[Scenario] = []
     for stream in (False, True):
         tag = " stream" if stream else ""
         out += [
-            Scenario("chat" + tag, "chat", "/v1/chat/completions", _chat("sim-chat", prompt, stream),
-                     "/v1/chat/completions", _chat("sim-chat", prompt, stream), stream, "same"),
+            Scenario("chat" + tag, "chat", "/v1/chat/completions", _chat("sim-chat" + x, prompt, stream),
+                     "/v1/chat/completions", _chat("sim-chat" + x, prompt, stream), stream, "same"),
             Scenario("messages on chat" + tag, "messages", "/v1/messages",
-                     _messages("claude-on-chat", prompt, stream), "/v1/messages",
-                     _messages("sim-claude", prompt, stream), stream, "translated"),
-            Scenario("v1beta on chat" + tag, "v1beta", _gemini_path("gemini-on-chat", stream),
-                     _gemini(prompt), _gemini_path("sim-gemini", stream), _gemini(prompt), stream,
+                     _messages("claude-on-chat" + x, prompt, stream), "/v1/messages",
+                     _messages("sim-claude" + x, prompt, stream), stream, "translated"),
+            Scenario("v1beta on chat" + tag, "v1beta", _gemini_path("gemini-on-chat" + x, stream),
+                     _gemini(prompt), _gemini_path("sim-gemini" + x, stream), _gemini(prompt), stream,
                      "translated"),
             Scenario("chat on messages" + tag, "chat", "/v1/chat/completions",
-                     _chat("chat-on-messages", prompt, stream), "/v1/chat/completions",
-                     _chat("sim-chat", prompt, stream), stream, "translated"),
+                     _chat("chat-on-messages" + x, prompt, stream), "/v1/chat/completions",
+                     _chat("sim-chat" + x, prompt, stream), stream, "translated"),
         ]
-    embed: dict[str, object] = {"model": "sim-embed", "input": "the quick brown fox jumps over the lazy dog"}
+    embed: dict[str, object] = {"model": "sim-embed" + x,
+                                "input": "the quick brown fox jumps over the lazy dog"}
     out.append(Scenario("embeddings", "chat", "/v1/embeddings", embed, "/v1/embeddings", embed, False,
                         "embed"))
     out += [
         Scenario(f"chat stream {long_tokens} chunks", "chat", "/v1/chat/completions",
-                 _chat("sim-chat", long_prompt, True), "/v1/chat/completions",
-                 _chat("sim-chat", long_prompt, True), True, "long"),
+                 _chat("sim-chat" + x, long_prompt, True), "/v1/chat/completions",
+                 _chat("sim-chat" + x, long_prompt, True), True, "long"),
         Scenario(f"messages on chat stream {long_tokens} chunks", "messages", "/v1/messages",
-                 _messages("claude-on-chat", long_prompt, True, long_tokens * 2), "/v1/messages",
-                 _messages("sim-claude", long_prompt, True, long_tokens * 2), True, "long"),
+                 _messages("claude-on-chat" + x, long_prompt, True, long_tokens * 2), "/v1/messages",
+                 _messages("sim-claude" + x, long_prompt, True, long_tokens * 2), True, "long"),
     ]
     return out

@@ -5,6 +5,7 @@ what `make bench` measures through it is what the simulator would have answered.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -66,3 +67,26 @@ async def test_an_error_is_passed_on_and_never_kept(front: tuple[str, replay.Rec
             status, _, answer = await _post(session, base + "/v1/chat/completions", body, "chat")
             assert status == 400 and b"error" in answer
     assert (recorder.recorded, recorder.replayed) == (0, 0)
+
+
+async def test_a_paced_stream_is_replayed_with_its_pauses(front: tuple[str, replay.Recorder]) -> None:
+    """A model id with ``tok<MS>`` makes the simulator pause between tokens; the replay keeps the
+    pauses (the bench's time to first byte is measured on such streams), and sends the first event
+    without waiting for the others."""
+    base, recorder = front
+    body = orjson.dumps({"model": "sim-chat-tok40", "stream": True,
+                         "messages": [{"role": "user", "content": "sim:tokens=4 paced"}]})
+    async with aiohttp.ClientSession() as session:
+        for _ in range(2):  # recorded, then replayed
+            async with session.post(base + "/v1/chat/completions", data=body,
+                                    headers=headers("chat", "sk-sim")) as resp:
+                arrivals: list[tuple[float, bytes]] = []
+                async for chunk in resp.content.iter_any():
+                    arrivals.append((time.perf_counter(), chunk))
+    assert recorder.replayed == 1
+    events = split_events(b"".join(chunk for _, chunk in arrivals))
+    assert len(events) >= 5 and events[-1] == b"data: [DONE]\n\n"
+    # Three pauses of 40 ms between the four tokens: at least 100 ms from the first arrival to the
+    # last, and the first token came before most of that.
+    assert arrivals[-1][0] - arrivals[0][0] >= 0.1
+    assert b"chat.completion.chunk" in arrivals[0][1]
