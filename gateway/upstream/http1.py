@@ -16,7 +16,8 @@ chunked, or as it is when the caller set Content-Length, which is then checked);
 comes before the whole body was sent (an early refusal) is read, not lost; a request on a kept-alive
 connection the upstream had already closed, of which nothing came back, is sent once more on a new
 one. Like the relay's aiohttp session before it, it follows no redirects and reads no proxy
-settings from the environment; a ``user:password@`` in the URL becomes Basic authorization.
+settings from the environment; a ``user:password@`` in the URL becomes Basic authorization. Host
+names are resolved through ``gateway.upstream.resolver`` (kept 10 s, each address tried in turn).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from gateway.upstream.http1_answer import (
     UpstreamConnectionError,
 )
 from gateway.upstream.http1_request import Destination, Origin
+from gateway.upstream.resolver import Resolver
 
 __all__ = ["ACCEPT_ENCODING", "ConnectFailed", "Destination", "Disconnected", "Http1Client",
            "MalformedAnswer", "Origin", "UpstreamAnswer", "UpstreamConnectionError"]
@@ -191,7 +193,8 @@ class _Connection(asyncio.Protocol):
 class Http1Client:
     """The pool of connections and the one entry point, ``post``."""
 
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None, resolver: Resolver | None = None) -> None:
+        self._resolver = resolver or Resolver()
         self._idle: dict[Origin, list[_Connection]] = {}
         self._open: set[_Connection] = set()
         self._in_use: dict[Origin, int] = {}
@@ -293,15 +296,26 @@ class Http1Client:
     async def _connect(self, origin: Origin, connect_s: float) -> _Connection:
         loop = asyncio.get_running_loop()
         tls = self._tls_context() if origin.tls else None
+        failure: OSError | None = None
         try:
             async with asyncio.timeout(connect_s):
-                _, connection = await loop.create_connection(
-                    lambda: _Connection(self, origin), origin.host, origin.port, ssl=tls,
-                    server_hostname=origin.host if tls else None)
-        except OSError as exc:  # refused, unreachable, unknown host, TLS (ssl.SSLError is one)
-            raise ConnectFailed(f"cannot connect to {origin.host}:{origin.port} ({exc})") from exc
-        self._open.add(connection)
-        return connection
+                # Each address in the resolver's order until one takes the connection.
+                for address in await self._resolver.addresses(origin.host, origin.port):
+                    try:
+                        _, connection = await loop.create_connection(
+                            lambda: _Connection(self, origin), address, origin.port, ssl=tls,
+                            server_hostname=origin.host if tls else None)
+                    except ssl.SSLError:
+                        raise  # the upstream answered: its certificate or TLS is wrong, not its address
+                    except OSError as exc:  # refused, unreachable
+                        failure = exc
+                        continue
+                    self._open.add(connection)
+                    return connection
+        except OSError as exc:  # an unknown host, TLS refused (ssl.SSLError is one)
+            failure = exc
+        self._resolver.forget(origin.host, origin.port)
+        raise ConnectFailed(f"cannot connect to {origin.host}:{origin.port} ({failure})") from failure
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:
