@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -30,6 +29,7 @@ import msgspec
 
 from gateway.storage.rows import TaskCallback
 from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination
+from gateway.upstream.resolver import is_address
 
 if TYPE_CHECKING:
     from gateway.storage.base import Storage
@@ -74,7 +74,7 @@ class CallbackSender:
         assert self._session is not None, "the callback sender is not started"
         try:
             host, _ = self.guard.split(url)
-            if _is_ip(host) and not self.guard.host_allowed(host):
+            if is_address(host) and not self.guard.host_allowed(host):
                 self.guard.check_address(host, host)
         except UnsafeDestination as exc:
             return Delivery(False, True, str(exc))
@@ -173,14 +173,6 @@ class CallbackOutbox:
         log.info("callback of task %s failed (%s); retrying in %.1fs", callback.task_id, outcome.reason,
                  delay)
         await self.storage.retry_task_callback(callback.id, tries, time.time() + delay)
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
 
 
 def _origin(url: str) -> str:
