@@ -67,7 +67,7 @@ def main() -> int:
             for round_no in range(rounds):
                 # Every other round in reverse: a target measured always right after another one
                 # (warmer caches, a CPU clock still up) would otherwise be favoured every round.
-                for target in targets if round_no % 2 == 0 else reversed(targets):
+                for _, target in measure.in_turn(targets, round_no):
                     for conc in (1, 16):
                         f = measure.measure(target, chat, conc, seconds)
                         figures.setdefault(f"{target.name} c={conc} cpu_us", []).append(f.cpu_us)

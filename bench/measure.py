@@ -7,11 +7,14 @@ import asyncio
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import aiohttp
 
 from bench import load, procs, wrk
 from bench.scenarios import Scenario, headers
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -54,16 +57,22 @@ def median(runs: Sequence[Figures]) -> Figures:
                    sum(r.errors for r in runs), sum(r.requests for r in runs))
 
 
+def in_turn(targets: Sequence[T], round_no: int) -> list[tuple[int, T]]:
+    """The targets (with their index) in the order of round ``round_no``: every other round in
+    reverse, so that no target is always measured right after another one (warmer caches, a CPU
+    clock still up)."""
+    order = list(enumerate(targets))
+    return order if round_no % 2 == 0 else order[::-1]
+
+
 def interleaved(targets: Sequence[Target], scenario: Scenario, connections: int, seconds: float,
                 rounds: int) -> list[Figures]:
-    """Each target measured ``rounds`` times in turn, every other round in reverse order, and the
-    median of each figure: on a machine whose speed drifts (a hypervisor taking CPU time from it
-    for a few seconds), a slow spell then lands on one round of one target, not on its figure, and
-    no target is always measured right after another one."""
+    """Each target measured ``rounds`` times in turn (``in_turn``), and the median of each figure:
+    on a machine whose speed drifts (a hypervisor taking CPU time from it for a few seconds), a
+    slow spell then lands on one round of one target, not on its figure."""
     runs: list[list[Figures]] = [[] for _ in targets]
-    order = list(enumerate(targets))
     for round_no in range(rounds):
-        for i, target in order if round_no % 2 == 0 else reversed(order):
+        for i, target in in_turn(targets, round_no):
             runs[i].append(measure(target, scenario, connections, seconds))
     return [median(r) for r in runs]
 
@@ -85,9 +94,8 @@ def ttft_p50_ms(targets: Sequence[Target], scenario: Scenario, total: int, round
     """Each target's p50 time to first byte (ms): the median of ``rounds`` rounds of
     ``total / rounds`` streams, the targets in turn as in ``interleaved``."""
     runs: list[list[float]] = [[] for _ in targets]
-    order = list(enumerate(targets))
     for round_no in range(rounds):
-        for i, target in order if round_no % 2 == 0 else reversed(order):
+        for i, target in in_turn(targets, round_no):
             runs[i].append(ttft(target, scenario, max(total // rounds, 1)).pct(0.5, "ttft") * 1000)
     return [statistics.median(r) for r in runs]
 

@@ -45,6 +45,10 @@ class Answer:
     gaps: list[float]  # before each frame, the pause recorded (0 when under MIN_GAP_S)
 
 
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
 def _head(status: int, content_type: str, fields: str) -> bytes:
     reason = "OK" if status == 200 else "Answer"
     return f"HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\n{fields}\r\n".encode()
@@ -64,16 +68,20 @@ async def _recorded(resp: aiohttp.ClientResponse) -> Answer:
     pending = b""
     last = time.perf_counter()
     async for chunk in resp.content.iter_any():
-        now = time.perf_counter()
         pending += chunk
         end = complete_end(pending)
-        for n, event in enumerate(split_events(pending[:end])):
-            frames.append(b"%x\r\n%s\r\n" % (len(event), event))
-            gaps.append(now - last if n == 0 and frames[1:] and now - last >= MIN_GAP_S else 0.0)
-        if end:
-            pending, last = pending[end:], now
+        if not end:
+            continue
+        now = time.perf_counter()
+        # The pause goes before the first event that came after it (none before the first event).
+        gap = now - last if frames and now - last >= MIN_GAP_S else 0.0
+        for event in split_events(pending[:end]):
+            frames.append(_chunk(event))
+            gaps.append(gap)
+            gap = 0.0
+        pending, last = pending[end:], now
     if pending:
-        frames.append(b"%x\r\n%s\r\n" % (len(pending), pending))
+        frames.append(_chunk(pending))
         gaps.append(0.0)
     head = _head(resp.status, content_type, "cache-control: no-cache\r\ntransfer-encoding: chunked\r\n")
     return Answer(head, [*frames, b"0\r\n\r\n"], [*gaps, 0.0])
