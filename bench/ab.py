@@ -72,6 +72,7 @@ def main() -> int:
                         f = measure.measure(target, chat, conc, seconds)
                         figures.setdefault(f"{target.name} c={conc} cpu_us", []).append(f.cpu_us)
                         figures.setdefault(f"{target.name} c={conc} p50_ms", []).append(f.p50_ms)
+                        figures.setdefault(f"{target.name} c={conc} p99_ms", []).append(f.p99_ms)
                         figures.setdefault(f"{target.name} c={conc} rps", []).append(f.rps)
                     ttfb = measure.ttft(target, stream, 40).pct(0.5, "ttft") * 1000
                     figures.setdefault(f"{target.name} stream ttfb_ms", []).append(ttfb)
@@ -86,8 +87,8 @@ def main() -> int:
           f"medians; before = {other}\n")
     print("| figure | floor | before | after | before/floor | after/floor |")
     print("|---|---:|---:|---:|---:|---:|")
-    for what in ("c=1 cpu_us", "c=16 cpu_us", "c=1 p50_ms", "c=16 p50_ms", "c=1 rps", "c=16 rps",
-                 "stream ttfb_ms"):
+    for what in ("c=1 cpu_us", "c=16 cpu_us", "c=1 p50_ms", "c=16 p50_ms", "c=16 p99_ms", "c=1 rps",
+                 "c=16 rps", "stream ttfb_ms"):
         fl, b, a = (statistics.median(figures[f"{t} {what}"]) for t in ("floor", "before", "after"))
         print(f"| {what} | {fl:.2f} | {b:.2f} | {a:.2f} | {b / fl:.2f}x | {a / fl:.2f}x |")
     return 0

@@ -1,5 +1,5 @@
 """``gateway serve``: bootstrap once, start the simulator child, serve on the chosen ASGI server
-(gateway.servers: granian by default, uvicorn, hypercorn), shut down gracefully (in-flight
+(gateway.servers: uvicorn by default, granian, hypercorn), shut down gracefully (in-flight
 requests finish, then the lifespan stops the Meter, pool and storage).
 
 Every server builds the app with ``gateway.serve:worker_app()``, which reads the config path from
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import http.client
 import json
 import logging
@@ -56,12 +57,24 @@ def configure_logging(config: Config) -> None:
 
 
 def worker_app() -> Starlette:
-    """The app factory each hypercorn worker process calls."""
+    """The app factory every server calls (once in each worker process)."""
     from gateway.app import create_app
 
     config = load_config(os.environ[CONFIG_ENV])
     configure_logging(config)
-    return create_app(config)
+    app = create_app(config)
+    freeze_startup_objects()
+    return app
+
+
+def freeze_startup_objects() -> None:
+    """Take what a serving process has built before its first request (modules, plugins, the route
+    table, the catalogue: some 60,000 objects) out of the garbage collector's full collections,
+    after one collection of what startup left over (``gc.freeze``). Under load a full collection
+    walked them all on the event loop every few seconds: pauses of 15-30 ms measured at
+    concurrency 16, which made the gateway's p99 about twice the bare relay's."""
+    gc.collect()
+    gc.freeze()
 
 
 def serve(config_path: str, host: str | None = None, port: int | None = None, workers: int = 1,

@@ -48,11 +48,13 @@ CONFIG_ENV = "GATEWAY_STRESS_CONFIG"
 def app_factory() -> Any:
     """The app, in the server's worker process (granian runs it there)."""
     from gateway.app import create_app
-    from gateway.serve import configure_logging
+    from gateway.serve import configure_logging, freeze_startup_objects
 
     config = load_config(os.environ[CONFIG_ENV])
     configure_logging(config)
-    return create_app(config, extra_plugins=(StressProbe(),), load_entrypoints=False)
+    app = create_app(config, extra_plugins=(StressProbe(),), load_entrypoints=False)
+    freeze_startup_objects()
+    return app
 
 
 def main(config_path: str, port: int) -> int:
