@@ -1,14 +1,15 @@
 """The gateway under stress, as its own process: ``python -m tests.stress.runner CONFIG PORT``.
 
-The app of ``create_app`` served on the default server, as ``gateway serve`` serves it (granian runs
-it in a worker process), plus one route that only this runner adds, ``GET /_stress/stats``: the
-serving process's pid, RSS, open files, threads and asyncio tasks, read from inside so that a
+The app of ``create_app`` served on the default server, as ``gateway serve`` serves it, plus one
+route that only this runner adds, ``GET /_stress/stats``: the serving process's pid, RSS, open
+files (and how many of them are sockets), threads and asyncio tasks, read from inside so that a
 soak can watch them. Nothing of it is in the product.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 from typing import Any
@@ -28,7 +29,12 @@ def stats() -> dict[str, int]:
         for line in status:
             if line.startswith("VmRSS:"):
                 rss_kb = int(line.split()[1])
-    return {"pid": os.getpid(), "rss_bytes": rss_kb * 1024, "open_files": len(os.listdir("/proc/self/fd")),
+    fds = os.listdir("/proc/self/fd")
+    sockets = 0
+    for fd in fds:
+        with contextlib.suppress(OSError):  # the directory's own fd is gone by now
+            sockets += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return {"pid": os.getpid(), "rss_bytes": rss_kb * 1024, "open_files": len(fds), "sockets": sockets,
             "threads": len(os.listdir("/proc/self/task")), "asyncio_tasks": len(asyncio.all_tasks())}
 
 

@@ -8,7 +8,8 @@ mid-stream, for ``--duration`` seconds against a gateway process (``harness.gate
 Passes (exit 0) when the error rate is under 0.1%, the gateway's RSS at the end is within 10% of
 its RSS after the warm-up (the first fifth of the run), and its open files and asyncio tasks,
 once traffic has stopped, its clients have closed their connections and the gateway has settled,
-are no more than after the warm-up. Prints one JSON line.
+are no more than after the warm-up; the same for its open files other than sockets, which no
+connection pool moves. Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -161,11 +162,14 @@ async def run(duration: float, concurrency: int) -> dict[str, Any]:
         "rss_end_mb": round(final["rss_bytes"] / 2**20, 1),
         "rss_drift": round(final["rss_bytes"] / warm["rss_bytes"] - 1, 4),
         "open_files_warm": warm["open_files"], "open_files_end": final["open_files"],
+        "other_files_warm": warm["open_files"] - warm["sockets"],
+        "other_files_end": final["open_files"] - final["sockets"],
         "tasks_warm": warm["asyncio_tasks"], "tasks_end": final["asyncio_tasks"],
         "first_failures": failures[:5],
     }
     result["passed"] = (result["error_rate"] < 0.001 and result["rss_drift"] < 0.10
                         and final["open_files"] <= warm["open_files"]
+                        and result["other_files_end"] <= result["other_files_warm"]
                         and final["asyncio_tasks"] <= warm["asyncio_tasks"])
     return result
 
