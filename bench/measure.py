@@ -65,11 +65,18 @@ def in_turn(targets: Sequence[T], round_no: int) -> list[tuple[int, T]]:
     return order if round_no % 2 == 0 else order[::-1]
 
 
+WARMUP_S = 1.0  # wrk runs whole seconds
+
+
 def interleaved(targets: Sequence[Target], scenario: Scenario, connections: int, seconds: float,
                 rounds: int) -> list[Figures]:
     """Each target measured ``rounds`` times in turn (``in_turn``), and the median of each figure:
     on a machine whose speed drifts (a hypervisor taking CPU time from it for a few seconds), a
-    slow spell then lands on one round of one target, not on its figure."""
+    slow spell then lands on one round of one target, not on its figure. Each target is first
+    loaded for ``WARMUP_S`` untimed at this concurrency and scenario: what it does once when the
+    load grows (more upstream connections, a larger quota slab) is not its cost per request."""
+    for target in targets:
+        measure(target, scenario, connections, WARMUP_S)
     runs: list[list[Figures]] = [[] for _ in targets]
     for round_no in range(rounds):
         for i, target in in_turn(targets, round_no):
