@@ -294,28 +294,34 @@ class Http1Client:
         return None
 
     async def _connect(self, origin: Origin, connect_s: float) -> _Connection:
-        loop = asyncio.get_running_loop()
-        tls = self._tls_context() if origin.tls else None
-        failure: OSError | None = None
         try:
             async with asyncio.timeout(connect_s):
-                # Each address in the resolver's order until one takes the connection.
-                for address in await self._resolver.addresses(origin.host, origin.port):
-                    try:
-                        _, connection = await loop.create_connection(
-                            lambda: _Connection(self, origin), address, origin.port, ssl=tls,
-                            server_hostname=origin.host if tls else None)
-                    except ssl.SSLError:
-                        raise  # the upstream answered: its certificate or TLS is wrong, not its address
-                    except OSError as exc:  # refused, unreachable
-                        failure = exc
-                        continue
-                    self._open.add(connection)
-                    return connection
-        except OSError as exc:  # an unknown host, TLS refused (ssl.SSLError is one)
-            failure = exc
-        self._resolver.forget(origin.host, origin.port)
-        raise ConnectFailed(f"cannot connect to {origin.host}:{origin.port} ({failure})") from failure
+                connection = await self._connect_first(origin)
+        except OSError as exc:  # an unknown host, no address that answers, TLS (ssl.SSLError is one)
+            self._resolver.forget(origin.host, origin.port)
+            raise ConnectFailed(f"cannot connect to {origin.host}:{origin.port} ({exc})") from exc
+        self._open.add(connection)
+        return connection
+
+    async def _connect_first(self, origin: Origin) -> _Connection:
+        """A connection to the first of ``origin``'s addresses, in the resolver's order, that takes
+        one; the last address's refusal is raised."""
+        addresses = await self._resolver.addresses(origin.host, origin.port)
+        for address in addresses[:-1]:
+            try:
+                return await self._connect_to(origin, address)
+            except ssl.SSLError:
+                raise  # the upstream answered: its certificate or TLS is wrong, not its address
+            except OSError:
+                continue  # refused, unreachable: the next address
+        return await self._connect_to(origin, addresses[-1])
+
+    async def _connect_to(self, origin: Origin, address: str) -> _Connection:
+        tls = self._tls_context() if origin.tls else None
+        _, connection = await asyncio.get_running_loop().create_connection(
+            lambda: _Connection(self, origin), address, origin.port, ssl=tls,
+            server_hostname=origin.host if tls else None)
+        return connection
 
     def _tls_context(self) -> ssl.SSLContext:
         if self._tls is None:

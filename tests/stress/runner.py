@@ -18,7 +18,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.config import load_config
 from gateway.hookspecs import hookimpl
 from gateway.http import json_response
 
@@ -52,15 +51,10 @@ CONFIG_ENV = "GATEWAY_STRESS_CONFIG"
 
 
 def app_factory() -> Any:
-    """The app, in the server's worker process (granian runs it there)."""
-    from gateway.app import create_app
-    from gateway.serve import configure_logging, freeze_startup_objects
+    """The app, in the serving process."""
+    from gateway.serve import serving_app
 
-    config = load_config(os.environ[CONFIG_ENV])
-    configure_logging(config)
-    app = create_app(config, extra_plugins=(StressProbe(),), load_entrypoints=False)
-    freeze_startup_objects()
-    return app
+    return serving_app(os.environ[CONFIG_ENV], extra_plugins=(StressProbe(),), load_entrypoints=False)
 
 
 def main(config_path: str, port: int) -> int:
