@@ -4,7 +4,7 @@ alternated round by round (every other round in reverse order), so that a change
 machine whose load drifts (every figure is the median of the rounds).
 
 Scenarios: same-format chat non-stream at concurrency 1 and 16 (wrk) and the time to the first
-byte of a chat stream at concurrency 1. Environment: BENCH_SERVER, BENCH_SECONDS (per
+byte of a chat stream at concurrency 1, on the paced twin that ``make bench`` measures it on. Environment: BENCH_SERVER, BENCH_SECONDS (per
 measurement, default 2), AB_ROUNDS (default 5).
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from bench import measure, procs
 from bench.__main__ import ADMIN_KEY, _make_key
 from bench.measure import Target
-from bench.scenarios import all_scenarios
+from bench.scenarios import PACED, all_scenarios
 from gateway.servers import DEFAULT_SERVER
 
 
@@ -42,7 +42,8 @@ def main() -> int:
     seconds = float(os.environ.get("BENCH_SECONDS", "2"))
     rounds = int(os.environ.get("AB_ROUNDS", "5"))
     scenarios = {s.name: s for s in all_scenarios(32, 10_000)}
-    chat, stream = scenarios["chat"], scenarios["chat stream"]
+    chat = scenarios["chat"]
+    stream = {s.name: s for s in all_scenarios(32, 10_000, PACED)}["chat stream"]
     figures: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

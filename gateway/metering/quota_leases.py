@@ -161,7 +161,7 @@ class QuotaLeases:
         """Start moving a carved hold into a row of its own (see the module's docstring)."""
         if hold.lease is None or hold.lease == hold.request_id or hold.request_id in self._moving:
             return
-        move = asyncio.ensure_future(self._storage.reserve(hold))
+        move = self._storage.reserve_soon(hold)
         self._moving[hold.request_id] = move
 
         def done(move: asyncio.Future[bool]) -> None:
@@ -177,7 +177,7 @@ class QuotaLeases:
     async def named(self, hold: Reservation) -> None:
         """Wait until ``hold``'s move (if one was started) is over."""
         move = self._moving.get(hold.request_id)
-        if move is not None:
+        if move is not None and not move.done():  # asyncio.wait would take a turn of the loop even then
             await asyncio.wait([move])
 
     def settle(self, hold: Reservation, charge_nano: int, put: Callable[[Reservation], None]) -> None:

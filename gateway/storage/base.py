@@ -15,6 +15,7 @@ Money invariants every backend keeps, each inside one transaction:
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -103,6 +104,12 @@ class Storage(ABC):
         unless it is a quota lease's (``reservation.lease == reservation.request_id``): that one
         is added to the lease's row. A hold carved from a lease (``lease`` another id) is moved
         out of the lease's row into a row of its own; False when the lease no longer holds it."""
+
+    def reserve_soon(self, reservation: Reservation) -> asyncio.Future[bool]:
+        """``reserve``, started now: its outcome. A storage that batches holds queues it for a
+        batch that starts at the next turn of the event loop (one turn sooner than a task
+        wrapping ``reserve`` would reach it)."""
+        return asyncio.ensure_future(self.reserve(reservation))
 
     @abstractmethod
     async def settle_many(self, settlements: Sequence[Settlement],

@@ -9,6 +9,7 @@ parameterised; the PostgreSQL backend numbers them ``$1, $2, ...``. Money transa
 
 from __future__ import annotations
 
+import asyncio
 import time
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
@@ -278,6 +279,9 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
     # --- money -----------------------------------------------------------------------------------
     async def reserve(self, reservation: Reservation, room_nano: int | None = None) -> bool:
         return await self._reserves.reserve(reservation, room_nano)
+
+    def reserve_soon(self, reservation: Reservation) -> asyncio.Future[bool]:
+        return self._reserves.submit(reservation)
 
     async def settle_many(self, settlements: Sequence[Settlement],
                           logs: Sequence[RequestLog] = ()) -> None:

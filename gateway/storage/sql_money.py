@@ -161,6 +161,12 @@ class GroupReserve:
         self._lock = asyncio.Lock()
 
     async def reserve(self, r: Reservation, room: int | None = None) -> bool:
+        # shield: a cancelled caller must not cancel the batch (the hold may be made all the same)
+        return await asyncio.shield(self.submit(r, room))
+
+    def submit(self, r: Reservation, room: int | None = None) -> asyncio.Future[bool]:
+        """Queue ``r`` for the next batch, which starts at the next turn of the event loop; its
+        outcome, as ``reserve`` returns it."""
         if r.amount_nano < 0:
             raise ValueError("a reservation cannot be negative")
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
@@ -170,8 +176,7 @@ class GroupReserve:
             task = asyncio.create_task(self._run_batch())
             self._batches.add(task)
             task.add_done_callback(self._batch_ended)
-        # shield: a cancelled caller must not cancel the batch (the hold may be made all the same)
-        return await asyncio.shield(future)
+        return future
 
     async def close(self, timeout_s: float) -> None:
         """Let the batches in progress end (for at most ``timeout_s``: the database may not answer)."""

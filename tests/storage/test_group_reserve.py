@@ -49,3 +49,24 @@ async def test_an_interrupted_batch_fails_its_callers_instead_of_leaving_them_wa
     assert await asyncio.wait_for(group.reserve(hold("c")), 1) is True
     await group.close(1)
     assert not group._batches
+
+
+
+async def test_submitted_holds_are_batched_and_written_at_the_next_turn_of_the_loop() -> None:
+    """``submit`` (what a stream's hold move uses, through ``reserve_soon``) queues at once: the
+    holds of one turn share a batch, written at the next turn, while the caller goes on (e.g.
+    to send its upstream request)."""
+    writes = 0
+
+    async def write(fn: Any) -> Any:
+        nonlocal writes
+        writes += 1
+        return [True, True]  # a batch of two, granted
+
+    group = GroupReserve(write, "0")
+    first, second = group.submit(hold("a")), group.submit(hold("b"))
+    assert not first.done() and writes == 0
+    await asyncio.sleep(0)  # one turn: the batch task runs and commits
+    assert writes == 1
+    assert first.done() and await first is True and await second is True
+    await group.close(1)
