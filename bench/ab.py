@@ -4,8 +4,8 @@ alternated round by round (every other round in reverse order), so that a change
 machine whose load drifts (every figure is the median of the rounds).
 
 Scenarios: same-format chat non-stream at concurrency 1 and 16 (wrk) and the time to the first
-byte of a chat stream at concurrency 1, on the paced twin that ``make bench`` measures it on. Environment: BENCH_SERVER, BENCH_SECONDS (per
-measurement, default 2), AB_ROUNDS (default 5).
+byte of a chat stream at concurrency 1, on the paced twin that ``make bench`` measures it on.
+Environment: BENCH_SERVER, BENCH_SECONDS (per measurement, default 2), AB_ROUNDS (default 5).
 """
 
 from __future__ import annotations
