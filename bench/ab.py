@@ -41,8 +41,7 @@ def main() -> int:
     server = os.environ.get("BENCH_SERVER", DEFAULT_SERVER)
     seconds = float(os.environ.get("BENCH_SECONDS", "2"))
     rounds = int(os.environ.get("AB_ROUNDS", "5"))
-    scenarios = {s.name: s for s in all_scenarios(32, 10_000)}
-    chat = scenarios["chat"]
+    chat = {s.name: s for s in all_scenarios(32, 10_000)}["chat"]
     stream = {s.name: s for s in all_scenarios(32, 10_000, PACED)}["chat stream"]
     figures: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp_name:

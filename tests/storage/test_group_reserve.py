@@ -51,7 +51,6 @@ async def test_an_interrupted_batch_fails_its_callers_instead_of_leaving_them_wa
     assert not group._batches
 
 
-
 async def test_submitted_holds_are_batched_and_written_at_the_next_turn_of_the_loop() -> None:
     """``submit`` (what a stream's hold move uses, through ``reserve_soon``) queues at once: the
     holds of one turn share a batch, written at the next turn, while the caller goes on (e.g.
