@@ -16,7 +16,6 @@ cut instead of failing over).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -97,9 +96,8 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
     head = destination.head_with(call.headers) + _REQUEST_ID_LINE % request_id.encode()
     timeouts = upstream.timeouts
     with upstream_io(upstream.name, "before the first byte"):
-        async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
-            response = await pool.http.post(destination.origin, head, call.body,
-                                            connect_s=timeouts.connect_s, idle_s=timeouts.idle_s)
+        response = await pool.http.post(destination.origin, head, call.body, connect_s=timeouts.connect_s,
+                                        first_byte_s=timeouts.first_byte_s, idle_s=timeouts.idle_s)
     if response.status in (401, 429) or response.status >= 500:
         status = response.status
         try:

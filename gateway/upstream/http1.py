@@ -51,6 +51,11 @@ MAX_PER_ORIGIN = 512  # connections in use at once to one scheme://host:port
 _ONE_WRITE_BYTES = 64 * 1024  # a body up to this size goes in the same write as its head
 
 
+def _left(deadline: float) -> float:
+    """Seconds until ``deadline`` (``time.monotonic()``), never below zero."""
+    return max(deadline - time.monotonic(), 0.0)
+
+
 class _StaleConnection(Disconnected):
     """A kept-alive connection was gone when the request went out, and nothing came back."""
 
@@ -58,9 +63,10 @@ class _StaleConnection(Disconnected):
 class _Connection(asyncio.Protocol):
     """One connection to an origin, carrying one answer at a time."""
 
-    def __init__(self, client: Http1Client, origin: Origin) -> None:
+    def __init__(self, client: Http1Client, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
         self._client = client
         self.origin = origin
+        self.loop = loop  # kept: each asyncio.get_running_loop() is a getpid() system call on 3.11
         self.transport: asyncio.Transport | None = None
         self._parser = httptools.HttpResponseParser(self)
         self.answer: UpstreamAnswer | None = None
@@ -151,7 +157,7 @@ class _Connection(asyncio.Protocol):
 
     async def drain(self) -> None:
         if self.write_paused and self.open:
-            self._drained = asyncio.get_running_loop().create_future()
+            self._drained = self.loop.create_future()
             try:
                 await self._drained
             finally:
@@ -202,25 +208,32 @@ class Http1Client:
         self._tls = tls  # made on first use: loading the system's CAs takes milliseconds
 
     async def post(self, origin: Origin, head: bytes, body: bytes | AsyncIterable[bytes], *,
-                   connect_s: float, idle_s: float) -> UpstreamAnswer:
+                   connect_s: float, idle_s: float, first_byte_s: float | None = None) -> UpstreamAnswer:
         """Send ``head`` (the request line and header lines, without the blank line that ends them;
         ``Destination``) and ``body`` to ``origin``; return once the answer's head has come. A body
-        of chunks goes chunked unless ``head`` sets its Content-Length."""
+        of chunks goes chunked unless ``head`` sets its Content-Length. Connecting takes at most
+        ``connect_s``; with ``first_byte_s``, the head must come within ``connect_s + first_byte_s``
+        of the call (a wait for a free connection included), else ``TimeoutError``."""
+        deadline = None if first_byte_s is None else time.monotonic() + connect_s + first_byte_s
         try:
-            return await self._post_once(origin, head, body, connect_s, idle_s, reuse=True)
+            return await self._post_once(origin, head, body, connect_s, idle_s, deadline, reuse=True)
         except _StaleConnection:  # the upstream had closed it as the request went: nothing was done
-            return await self._post_once(origin, head, body, connect_s, idle_s, reuse=False)
+            return await self._post_once(origin, head, body, connect_s, idle_s, deadline, reuse=False)
 
     async def _post_once(self, origin: Origin, head: bytes, body: bytes | AsyncIterable[bytes],
-                         connect_s: float, idle_s: float, *, reuse: bool) -> UpstreamAnswer:
-        await self._take_slot(origin)
+                         connect_s: float, idle_s: float, deadline: float | None, *,
+                         reuse: bool) -> UpstreamAnswer:
+        await self._take_slot(origin, deadline)
         try:
             connection = (self._idle_connection(origin) if reuse else None) or await self._connect(
-                origin, connect_s)
+                origin, connect_s if deadline is None else min(connect_s, _left(deadline)))
         except BaseException:
             self.free_slot(origin)
             raise
-        answer = connection.answer = UpstreamAnswer(connection, asyncio.get_running_loop(), idle_s)
+        answer = connection.answer = UpstreamAnswer(connection, connection.loop, idle_s)
+        # A timer failing the head, not asyncio.timeout: that costs a task lookup, a Timeout and
+        # three get_running_loop() calls per call (about 4% of the gateway's CPU at c=16).
+        timer = None if deadline is None else connection.loop.call_later(_left(deadline), answer.time_out)
         try:
             if isinstance(body, bytes) and len(body) <= _ONE_WRITE_BYTES:
                 connection.send(b"%bContent-Length: %d\r\n\r\n%b" % (head, len(body), body))
@@ -239,6 +252,9 @@ class Http1Client:
             answer.keep_alive = False
             answer.release()  # closes the connection: its state is unknown
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
         return answer
 
     @staticmethod
@@ -318,8 +334,9 @@ class Http1Client:
 
     async def _connect_to(self, origin: Origin, address: str) -> _Connection:
         tls = self._tls_context() if origin.tls else None
-        _, connection = await asyncio.get_running_loop().create_connection(
-            lambda: _Connection(self, origin), address, origin.port, ssl=tls,
+        loop = asyncio.get_running_loop()
+        _, connection = await loop.create_connection(
+            lambda: _Connection(self, origin, loop), address, origin.port, ssl=tls,
             server_hostname=origin.host if tls else None)
         return connection
 
@@ -330,7 +347,7 @@ class Http1Client:
 
     # --- connection slots: at most MAX_PER_ORIGIN connections in use per origin -------------------
 
-    async def _take_slot(self, origin: Origin) -> None:
+    async def _take_slot(self, origin: Origin, deadline: float | None) -> None:
         in_use = self._in_use.get(origin, 0)
         if in_use < MAX_PER_ORIGIN:
             self._in_use[origin] = in_use + 1
@@ -338,7 +355,8 @@ class Http1Client:
         turn = asyncio.get_running_loop().create_future()
         self._queued.setdefault(origin, deque()).append(turn)
         try:
-            await turn  # the slot is handed over by ``free_slot``, the count unchanged
+            async with asyncio.timeout(None if deadline is None else _left(deadline)):
+                await turn  # the slot is handed over by ``free_slot``, the count unchanged
         except BaseException:
             if turn.done() and not turn.cancelled():
                 self.free_slot(origin)  # handed over as this call gave up: pass it on

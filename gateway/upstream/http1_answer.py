@@ -194,6 +194,12 @@ class UpstreamAnswer:
             self.head.exception()  # retrieved: a call that stopped waiting leaves no warning
         self._wake()
 
+    def time_out(self) -> None:
+        """The head did not come in time (``Http1Client.post``'s deadline): the wait for it ends
+        with ``TimeoutError``; the caller then closes the connection."""
+        if not self.head.done():
+            self.fail(TimeoutError())
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():

@@ -112,11 +112,12 @@ def _fixed(raw: bytes) -> Callable[[Received, asyncio.Transport], None]:
 
 
 async def _post(client: Http1Client, port: int, body: bytes = b"{}", idle_s: float = 5.0,
-                headers: dict[str, str] | None = None, scheme: str = "http") -> http1.UpstreamAnswer:
+                headers: dict[str, str] | None = None, scheme: str = "http",
+                first_byte_s: float | None = None, connect_s: float = 2) -> http1.UpstreamAnswer:
     destination = Destination(f"{scheme}://127.0.0.1:{port}/v1/chat/completions",
                               {"Content-Type": "application/json", "Authorization": "Bearer sk-1"})
     return await client.post(destination.origin, destination.head_with(headers or {}), body,
-                             connect_s=2, idle_s=idle_s)
+                             connect_s=connect_s, idle_s=idle_s, first_byte_s=first_byte_s)
 
 
 async def test_sends_the_head_and_body_and_reuses_the_connection() -> None:
@@ -243,6 +244,39 @@ async def test_a_silent_upstream_times_out_per_read() -> None:
         with pytest.raises(TimeoutError):
             await response.readany()
         response.close()  # not read to its end: the connection is dropped
+
+
+async def test_a_head_later_than_the_first_byte_deadline_times_out_and_closes_its_connection() -> None:
+    async def answer(request: Received, transport: asyncio.Transport) -> None:
+        if request.connection == 1:
+            await asyncio.sleep(5)  # the first connection never answers
+        transport.write(_answer(b"late enough"))
+
+    script = Script(answer)
+    async with _upstream(script) as (client, port):
+        began = asyncio.get_running_loop().time()
+        with pytest.raises(TimeoutError):
+            await _post(client, port, connect_s=0.1, first_byte_s=0.15)
+        # The head's deadline is the call's start plus connect_s and first_byte_s, however fast
+        # the connection came.
+        assert 0.24 <= asyncio.get_running_loop().time() - began < 1.5
+        # Its connection was closed, not kept for the next call, which gets a new one.
+        assert await (await _post(client, port, first_byte_s=2)).read() == b"late enough"
+        assert script.connections == 2
+
+
+async def test_a_wait_for_a_free_connection_counts_against_the_first_byte_deadline(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(http1, "MAX_PER_ORIGIN", 1)
+    script = Script(_fixed(_answer(b"ok")))
+    async with _upstream(script) as (client, port):
+        held = await _post(client, port)  # the origin's one connection, not given back
+        with pytest.raises(TimeoutError):
+            await _post(client, port, connect_s=0.05, first_byte_s=0.05)
+        await held.read()
+        held.release()
+        assert await (await _post(client, port, first_byte_s=2)).read() == b"ok"  # the slot came back
+        assert script.connections == 1
 
 
 async def test_an_unfinished_answer_closes_its_connection() -> None:
@@ -478,6 +512,7 @@ def test_credentials_in_the_url_become_basic_authorization_unless_configured() -
     test_sends_the_head_and_body_and_reuses_the_connection, test_a_chunked_answer_is_read_as_it_comes,
     test_a_cut_answer_gives_what_came_then_fails, test_a_slow_reader_holds_a_bounded_buffer,
     test_https_checks_the_upstreams_certificate, test_a_refused_connection_is_connect_failed,
+    test_a_head_later_than_the_first_byte_deadline_times_out_and_closes_its_connection,
 ], ids=lambda scenario: scenario.__name__.removeprefix("test_"))
 async def test_on_uvloop(scenario: Callable[[], Awaitable[None]]) -> None:
     """The gateway serves on uvloop, whose transports differ from asyncio's (the tests above run on
