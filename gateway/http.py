@@ -18,7 +18,8 @@ to the ``gateway_handle_exception`` hook (500, no stack trace in the body).
 from __future__ import annotations
 
 import functools
-import secrets
+import os
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -60,9 +61,37 @@ CLIENT_CLOSED = 499
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
 
+class _RandomBytes:
+    """The operating system's random bytes, read 4 KiB at a time: one getrandom() system call per
+    256 request ids instead of one per call (about 1.5% of a call's CPU at c=16 on a VM). A forked
+    child drops what its parent had read, so that workers never hand out the same ids."""
+
+    _READ = 4096
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._at = 0
+        self._lock = threading.Lock()
+        os.register_at_fork(after_in_child=self._forget)
+
+    def take(self, count: int) -> bytes:
+        with self._lock:
+            at = self._at
+            if at + count > len(self._buffer):
+                self._buffer, at = os.urandom(self._READ), 0
+            self._at = at + count
+            return self._buffer[at:at + count]
+
+    def _forget(self) -> None:
+        self._buffer, self._at = b"", 0
+
+
+_RANDOM = _RandomBytes()
+
+
 def new_request_id() -> str:
-    """``req_`` + 32 hex characters."""
-    return "req_" + secrets.token_hex(16)
+    """``req_`` + 32 hex characters (16 random bytes)."""
+    return "req_" + _RANDOM.take(16).hex()
 
 
 # The scope key under which the server's protocol notes when a request's head was parsed

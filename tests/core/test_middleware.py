@@ -4,6 +4,8 @@ and the last-resort exception handling."""
 from __future__ import annotations
 
 import logging
+import os
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +21,7 @@ from gateway.context import Gateway
 from gateway.errors import GatewayError
 from gateway.families import MULTIPART_SLACK, FamilyRegistry, WireFamily, bearer_token, render_default_error
 from gateway.hookspecs import hookimpl
-from gateway.http import endpoint, read_json_body, request_id
+from gateway.http import endpoint, new_request_id, read_json_body, request_id
 
 from .envelopes import assert_error
 
@@ -94,6 +96,24 @@ async def test_every_response_carries_a_request_id(boom: Any) -> None:
     ids = [r.headers["X-Service-Request-Id"] for r in replies]
     assert all(i.startswith("req_") and len(i) == 36 for i in ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_request_ids_are_unique_across_refills_and_forked_workers() -> None:
+    """Ids come from a buffer of random bytes read 4 KiB at a time: past a refill they stay
+    unique, and a forked worker does not replay the ids its parent read ahead."""
+    ids = [new_request_id() for _ in range(1000)]  # about four refills
+    assert len(set(ids)) == 1000 and all(re.fullmatch(r"req_[0-9a-f]{32}", i) for i in ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        os.write(write, " ".join(new_request_id() for _ in range(8)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = pipe.read().split()
+    parent = [new_request_id() for _ in range(8)]
+    assert len(child) == 8 and not set(child) & set(parent)
 
 
 async def test_healthz(boom: Any) -> None:
