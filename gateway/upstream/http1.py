@@ -208,32 +208,32 @@ class Http1Client:
         self._tls = tls  # made on first use: loading the system's CAs takes milliseconds
 
     async def post(self, origin: Origin, head: bytes, body: bytes | AsyncIterable[bytes], *,
-                   connect_s: float, idle_s: float, first_byte_s: float | None = None) -> UpstreamAnswer:
+                   connect_s: float, first_byte_s: float, idle_s: float) -> UpstreamAnswer:
         """Send ``head`` (the request line and header lines, without the blank line that ends them;
         ``Destination``) and ``body`` to ``origin``; return once the answer's head has come. A body
         of chunks goes chunked unless ``head`` sets its Content-Length. Connecting takes at most
-        ``connect_s``; with ``first_byte_s``, the head must come within ``connect_s + first_byte_s``
-        of the call (a wait for a free connection included), else ``TimeoutError``."""
-        deadline = None if first_byte_s is None else time.monotonic() + connect_s + first_byte_s
+        ``connect_s``, and the head must come within ``connect_s + first_byte_s`` of the call (a
+        wait for a free connection included), else ``TimeoutError``."""
+        deadline = time.monotonic() + connect_s + first_byte_s
         try:
             return await self._post_once(origin, head, body, connect_s, idle_s, deadline, reuse=True)
         except _StaleConnection:  # the upstream had closed it as the request went: nothing was done
             return await self._post_once(origin, head, body, connect_s, idle_s, deadline, reuse=False)
 
     async def _post_once(self, origin: Origin, head: bytes, body: bytes | AsyncIterable[bytes],
-                         connect_s: float, idle_s: float, deadline: float | None, *,
+                         connect_s: float, idle_s: float, deadline: float, *,
                          reuse: bool) -> UpstreamAnswer:
         await self._take_slot(origin, deadline)
         try:
             connection = (self._idle_connection(origin) if reuse else None) or await self._connect(
-                origin, connect_s if deadline is None else min(connect_s, _left(deadline)))
+                origin, min(connect_s, _left(deadline)))
         except BaseException:
             self.free_slot(origin)
             raise
         answer = connection.answer = UpstreamAnswer(connection, connection.loop, idle_s)
         # A timer failing the head, not asyncio.timeout: that costs a task lookup, a Timeout and
         # three get_running_loop() calls per call (about 4% of the gateway's CPU at c=16).
-        timer = None if deadline is None else connection.loop.call_later(_left(deadline), answer.time_out)
+        timer = connection.loop.call_later(_left(deadline), answer.time_out)
         try:
             if isinstance(body, bytes) and len(body) <= _ONE_WRITE_BYTES:
                 connection.send(b"%bContent-Length: %d\r\n\r\n%b" % (head, len(body), body))
@@ -253,8 +253,7 @@ class Http1Client:
             answer.release()  # closes the connection: its state is unknown
             raise
         finally:
-            if timer is not None:
-                timer.cancel()
+            timer.cancel()
         return answer
 
     @staticmethod
@@ -347,7 +346,7 @@ class Http1Client:
 
     # --- connection slots: at most MAX_PER_ORIGIN connections in use per origin -------------------
 
-    async def _take_slot(self, origin: Origin, deadline: float | None) -> None:
+    async def _take_slot(self, origin: Origin, deadline: float) -> None:
         in_use = self._in_use.get(origin, 0)
         if in_use < MAX_PER_ORIGIN:
             self._in_use[origin] = in_use + 1
@@ -355,7 +354,7 @@ class Http1Client:
         turn = asyncio.get_running_loop().create_future()
         self._queued.setdefault(origin, deque()).append(turn)
         try:
-            async with asyncio.timeout(None if deadline is None else _left(deadline)):
+            async with asyncio.timeout(_left(deadline)):
                 await turn  # the slot is handed over by ``free_slot``, the count unchanged
         except BaseException:
             if turn.done() and not turn.cancelled():

@@ -113,7 +113,7 @@ def _fixed(raw: bytes) -> Callable[[Received, asyncio.Transport], None]:
 
 async def _post(client: Http1Client, port: int, body: bytes = b"{}", idle_s: float = 5.0,
                 headers: dict[str, str] | None = None, scheme: str = "http",
-                first_byte_s: float | None = None, connect_s: float = 2) -> http1.UpstreamAnswer:
+                first_byte_s: float = 5, connect_s: float = 2) -> http1.UpstreamAnswer:
     destination = Destination(f"{scheme}://127.0.0.1:{port}/v1/chat/completions",
                               {"Content-Type": "application/json", "Authorization": "Bearer sk-1"})
     return await client.post(destination.origin, destination.head_with(headers or {}), body,
@@ -340,7 +340,7 @@ async def test_a_body_of_chunks_goes_chunked_or_with_the_length_it_was_given() -
         destination = Destination(f"http://127.0.0.1:{port}/up", {})
         for headers in ({}, {"Content-Length": "13"}):
             response = await client.post(destination.origin, destination.head_with(headers), chunks(),
-                                         connect_s=2, idle_s=2)
+                                         connect_s=2, first_byte_s=5, idle_s=2)
             assert await response.read() == b"ok"
             response.release()
         chunked, sized = script.received
@@ -488,7 +488,8 @@ async def test_a_body_unlike_its_announced_length_is_refused() -> None:
     async with _upstream(Script(_fixed(_answer(b"ok")))) as (client, port):
         destination = Destination(f"http://127.0.0.1:{port}/up", {"Content-Length": "100"})
         with pytest.raises(ValueError, match="13 bytes"):
-            await client.post(destination.origin, destination.head, chunks(), connect_s=2, idle_s=2)
+            await client.post(destination.origin, destination.head, chunks(), connect_s=2, first_byte_s=5,
+                              idle_s=2)
 
 
 @pytest.mark.parametrize(("packed", "why"), [

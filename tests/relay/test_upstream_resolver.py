@@ -92,7 +92,8 @@ async def test_the_client_connects_by_name_through_the_cache_trying_each_address
     destination = Destination(f"http://upstream.test:{port}/v1/chat/completions", {})
     try:
         answers = await asyncio.gather(*(client.post(destination.origin, destination.head_with({}), b"{}",
-                                                     connect_s=2, idle_s=2) for _ in range(3)))
+                                                     connect_s=2, first_byte_s=5, idle_s=2)
+                                         for _ in range(3)))
         for answer in answers:  # three connections at once, one question
             assert await answer.read() == b"ok"
             answer.release()
@@ -112,10 +113,11 @@ async def test_an_upstream_none_of_whose_addresses_answers_is_asked_again() -> N
     try:
         for _ in range(2):
             with pytest.raises(ConnectFailed, match=r"cannot connect to gone\.test"):
-                await client.post(destination.origin, destination.head_with({}), b"{}", connect_s=2, idle_s=2)
+                await client.post(destination.origin, destination.head_with({}), b"{}", connect_s=2,
+                                  first_byte_s=5, idle_s=2)
         assert lookups.asked == ["gone.test", "gone.test"]  # it may have moved: not kept after a failure
         with pytest.raises(ConnectFailed, match="unknown host"):
             bad = Destination(f"http://nowhere.test:{port}/v1/chat/completions", {})
-            await client.post(bad.origin, bad.head_with({}), b"{}", connect_s=2, idle_s=2)
+            await client.post(bad.origin, bad.head_with({}), b"{}", connect_s=2, first_byte_s=5, idle_s=2)
     finally:
         client.close()
