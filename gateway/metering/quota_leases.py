@@ -20,7 +20,9 @@ The money rules hold as they do for holds of their own:
 * A key or user changed anywhere is seen by the next call, as when every call's hold was checked
   in the database: each call held from a lease reads the database's auth version (bumped by every
   change of a key or a user, by any process), one small read and no transaction, or takes the
-  value of a read that began after the call arrived (under load one read serves many); a lease taken
+  value of a read that began after the call arrived (under load one read serves many); on SQLite
+  it reads the copy every process on the database file shares in memory, raised by each change
+  before the change's caller hears it is done (``Storage.shared_auth_version``); a lease taken
   under another version ends, and the call holds from a new slab or a row of its own, whose
   transaction checks the key, its
   ceiling and the user's balance as they are now, and so does the new lease's first slab. So a
@@ -148,7 +150,11 @@ class QuotaLeases:
     async def _auth_version_since(self, arrived: float | None) -> int:
         """The auth version as a read begun after ``arrived`` saw it: every change committed before
         the call came in is in it, which is all a fresh read would promise. Under concurrency one
-        read serves the calls that arrived before it began."""
+        read serves the calls that arrived before it began. Where the storage shares the version
+        in memory between its processes, that is read instead: no database read at all."""
+        shared = self._storage.shared_auth_version()
+        if shared is not None:
+            return shared
         if arrived is not None and arrived <= self._version_read_at:
             return self._version
         began = time.perf_counter()

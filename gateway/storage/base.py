@@ -172,6 +172,12 @@ class Storage(ABC):
     @abstractmethod
     async def bump_auth_version(self) -> int: ...
 
+    def shared_auth_version(self) -> int | None:
+        """The auth version as every process on this database sees it without a database read,
+        where the backend keeps one in memory shared between them (SQLite: ``shared_counter``);
+        None where only ``auth_version`` can tell."""
+        return None
+
     # --- user administration (``sql_admin``) -------------------------------------------------------
     async def update_user(self, user_id: int, changes: UserChanges) -> UserRecord | None:
         """None for an unknown or deleted user. Raises ``NameTaken`` when the new name is in use."""

@@ -44,6 +44,7 @@ import aiosqlite
 from gateway.records import RequestLog
 from gateway.storage import sql_money as m
 from gateway.storage.rows import Settlement
+from gateway.storage.shared_counter import SharedCounter
 from gateway.storage.sql_admin import SqlAdmin
 from gateway.storage.sql_common import AUTH_VERSION_SQL, CLOSE_GRACE_S, SQLITE
 
@@ -119,6 +120,7 @@ class SqliteStorage(SqlAdmin):
         self._write_lock = asyncio.Lock()  # orders writes with the in-memory snapshot reads
         self._snapshot_lock = asyncio.Lock()
         self._reserves = m.GroupReserve(self._write_hot, self.dialect.now)
+        self._auth_changes: SharedCounter | None = None  # the auth version, shared (see below)
 
     def _pragmas(self) -> list[str]:
         return [f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}", "PRAGMA journal_mode = WAL",
@@ -161,6 +163,16 @@ class SqliteStorage(SqlAdmin):
         self._reader = None if self.path == ":memory:" else await self._connect_reader()
         await self._migrate()
         self._hot = self._connect_hot()  # after the migrations: they may change the schema
+        self._auth_changes = await self._in_thread(self._open_auth_changes)
+
+    def _open_auth_changes(self) -> SharedCounter:
+        """The shared auth version (see ``shared_auth_version``), set from the database in the
+        writer thread: the file lock may be waited for there."""
+        writer = self._writer
+        assert writer is not None
+        counter = SharedCounter(None if self.path == ":memory:" else f"{self.path}-changes")
+        counter.reset(lambda: int(writer.execute(AUTH_VERSION_SQL).fetchone()[0]))
+        return counter
 
     async def close(self) -> None:
         await self._reserves.close(CLOSE_GRACE_S)
@@ -172,7 +184,9 @@ class SqliteStorage(SqlAdmin):
             await self._in_thread(self._writer.close)
         if self._thread is not None:
             self._thread.shutdown(wait=True)
-        self._writer = self._hot = self._reader = self._thread = None
+        if self._auth_changes is not None:
+            self._auth_changes.close()
+        self._writer = self._hot = self._reader = self._thread = self._auth_changes = None
 
     # --- transactions ----------------------------------------------------------------------------
     def _transaction(self, fn: Callable[[m.Tx], Awaitable[T]]) -> T:
@@ -226,13 +240,31 @@ class SqliteStorage(SqlAdmin):
                     return result
             return await self._in_thread(lambda: self._transaction(fn))
 
+    # --- the auth version, shared in memory ------------------------------------------------------
+    # Every process on this database file keeps the auth version in a ``SharedCounter`` beside it,
+    # raised by whoever commits a change: the calls held from quota leases read it there, not in
+    # the database. A process killed between its commit and raising the counter leaves it behind
+    # the database until any process next reads the version from the database (the auth caches
+    # poll it every ``Authenticator.poll_interval_s``), which raises it.
+    def shared_auth_version(self) -> int | None:
+        return self._auth_changes.value if self._auth_changes is not None else None
+
     async def auth_version(self) -> int:
         """Read on the event loop's connection where there is one: a one-row read of a local file
-        costs microseconds, less than the hop to the reader's thread. It is asked on the path of
-        every call held from a quota lease (``gateway.metering.quota_leases``)."""
+        costs microseconds, less than the hop to the reader's thread."""
         if self._hot is None:
-            return await super().auth_version()
-        return int(self._hot.execute(AUTH_VERSION_SQL).fetchone()["value"])
+            version = await super().auth_version()
+        else:
+            version = int(self._hot.execute(AUTH_VERSION_SQL).fetchone()["value"])
+        if self._auth_changes is not None:
+            self._auth_changes.raise_to(version)
+        return version
+
+    async def bump_auth_version(self) -> int:
+        version = await super().bump_auth_version()
+        if self._auth_changes is not None:
+            self._auth_changes.raise_to(version)
+        return version
 
     def _checkpoint_soon(self) -> None:
         """A passive checkpoint in the writer thread (it never blocks a writer); its outcome only
