@@ -36,6 +36,12 @@ async def _principal(storage: Storage) -> Principal:
     return Principal(key=key, user=user, client_ip="127.0.0.1")
 
 
+async def _serve(meter: Meter, principal: Principal, request_id: str) -> None:
+    """One call held from a quota lease and settled."""
+    hold = await meter.reserve(request_id, principal, WORST, from_lease=True)
+    meter.finish(sample_log(principal, request_id), hold, WORST)
+
+
 def test_two_mappings_of_one_file_see_each_others_raises_and_never_go_down(tmp_path: Path) -> None:
     a, b = SharedCounter(str(tmp_path / "x-changes")), SharedCounter(str(tmp_path / "x-changes"))
     try:
@@ -58,16 +64,14 @@ async def test_a_change_by_another_storage_is_shared_at_once_and_no_database_rea
     await meter.start()
     try:
         p = await _principal(here)
-        hold = await meter.reserve("first", p, WORST, from_lease=True)
-        meter.finish(sample_log(p, "first"), hold, WORST)
+        await _serve(meter, p, "first")
 
         async def no_read() -> int:
             raise AssertionError("the auth version was read from the database")
 
         monkeypatch.setattr(here, "auth_version", no_read)
         for i in range(3):
-            hold = await meter.reserve(f"leased-{i}", p, WORST, from_lease=True)
-            meter.finish(sample_log(p, f"leased-{i}"), hold, WORST)
+            await _serve(meter, p, f"leased-{i}")
         assert await there.update_key(p.key.id, KeyChanges(enabled=False)) is not None
         version = await there.bump_auth_version()
         assert here.shared_auth_version() == version
@@ -87,8 +91,7 @@ async def test_a_key_disabled_by_the_cli_in_another_process_is_refused_at_the_ne
     await meter.start()
     try:
         p = await _principal(storage)
-        hold = await meter.reserve("before", p, WORST, from_lease=True)
-        meter.finish(sample_log(p, "before"), hold, WORST)
+        await _serve(meter, p, "before")
         config_path = tmp_path / "gateway.yaml"
         config_path.write_text(f'database: "sqlite:///{db}"\n')
         cli = await asyncio.create_subprocess_exec(
