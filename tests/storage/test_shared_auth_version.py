@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
 
+from gateway.auth import Authenticator
 from gateway.errors import InvalidApiKey
 from gateway.metering.meter import Meter
 from gateway.records import KeyRecord, Principal
@@ -134,3 +137,24 @@ async def test_opening_sets_a_stale_counter_to_the_databases_version(tmp_path: P
         stale.close()
         await storage.close()
 
+
+
+async def test_a_key_disabled_through_one_gateway_is_never_served_by_another_on_the_same_file(
+        gateway_server: Any, make_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two gateways on one SQLite file, their key caches polling once an hour: B has served the
+    key (its cache holds it, its lease has a slab); A's admin API disables it; B's very next call
+    is refused, never served, and so are the ones after it."""
+    monkeypatch.setattr(Authenticator, "poll_interval_s", 3600.0)
+    config = make_config()
+    a, b = await gateway_server(config), await gateway_server(config)
+    user = await a.create_user("shared", quota_usd=10)
+    key = await a.create_key(user["id"])
+    async with openai.AsyncOpenAI(base_url=b.base_url + "/v1", api_key=key["key"], max_retries=0) as on_b:
+        await on_b.chat.completions.create(model="sim-chat", max_tokens=5,
+                                           messages=[{"role": "user", "content": "hello"}])
+        reply = await a.admin("PATCH", f"/admin/keys/{key['id']}", {"enabled": False})
+        assert reply.status == 200, reply.text
+        for _ in range(3):
+            with pytest.raises((openai.AuthenticationError, openai.PermissionDeniedError)):
+                await on_b.chat.completions.create(model="sim-chat", max_tokens=5,
+                                                   messages=[{"role": "user", "content": "still?"}])
