@@ -123,7 +123,9 @@ class QuotaLeases:
         if lease is not None and lease.available < amount_nano and lease.extending is None \
                 and time.monotonic() < lease.refused_until:
             return None  # no slab to be had on this key for now: not even the version is asked
-        version = await self._auth_version_since(arrived)
+        version = self._storage.shared_auth_version()
+        if version is None:
+            version = await self._auth_version_since(arrived)
         lease = self._leases.get(key.id)  # the await may have let another call end or start it
         if lease is not None and lease.version != version:
             self._return(lease)  # a key or user changed since: the next slab is checked anew
@@ -150,11 +152,8 @@ class QuotaLeases:
     async def _auth_version_since(self, arrived: float | None) -> int:
         """The auth version as a read begun after ``arrived`` saw it: every change committed before
         the call came in is in it, which is all a fresh read would promise. Under concurrency one
-        read serves the calls that arrived before it began. Where the storage shares the version
-        in memory between its processes, that is read instead: no database read at all."""
-        shared = self._storage.shared_auth_version()
-        if shared is not None:
-            return shared
+        read serves the calls that arrived before it began. (Where the storage shares the version
+        in memory between its processes, ``hold`` reads that instead: no database read at all.)"""
         if arrived is not None and arrived <= self._version_read_at:
             return self._version
         began = time.perf_counter()

@@ -253,15 +253,14 @@ class SqliteStorage(SqlAdmin):
         """Read on the event loop's connection where there is one: a one-row read of a local file
         costs microseconds, less than the hop to the reader's thread."""
         if self._hot is None:
-            version = await super().auth_version()
-        else:
-            version = int(self._hot.execute(AUTH_VERSION_SQL).fetchone()["value"])
-        if self._auth_changes is not None:
-            self._auth_changes.raise_to(version)
-        return version
+            return self._shared(await super().auth_version())
+        return self._shared(int(self._hot.execute(AUTH_VERSION_SQL).fetchone()["value"]))
 
     async def bump_auth_version(self) -> int:
-        version = await super().bump_auth_version()
+        return self._shared(await super().bump_auth_version())
+
+    def _shared(self, version: int) -> int:
+        """``version``, read from or committed to the database, raised into the shared counter."""
         if self._auth_changes is not None:
             self._auth_changes.raise_to(version)
         return version
