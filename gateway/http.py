@@ -90,8 +90,14 @@ _RANDOM = _RandomBytes()
 
 
 def new_request_id() -> str:
-    """``req_`` + 32 hex characters (16 random bytes)."""
-    return "req_" + _RANDOM.take(16).hex()
+    """``req_`` + 32 hex characters: the time in milliseconds (12) then 10 random bytes (20).
+
+    Time first, as in UUIDv7 or ULID, so that the ids a process hands out sort by time and the
+    request log's index on them grows at its end: with random ids every logged call wrote a page of
+    its own to that index in each commit (23 of the 36 pages of a settlement batch's commit at
+    concurrency 1, each about 10 us of CPU on a VM). 80 random bits keep ids unique across
+    processes and replicas within one millisecond."""
+    return f"req_{time.time_ns() // 1_000_000:012x}{_RANDOM.take(10).hex()}"
 
 
 # The scope key under which the server's protocol notes when a request's head was parsed

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -101,7 +102,7 @@ async def test_every_response_carries_a_request_id(boom: Any) -> None:
 def test_request_ids_are_unique_across_refills_and_forked_workers() -> None:
     """Ids come from a buffer of random bytes read 4 KiB at a time: past a refill they stay
     unique, and a forked worker does not replay the ids its parent read ahead."""
-    ids = [new_request_id() for _ in range(1000)]  # about four refills
+    ids = [new_request_id() for _ in range(1000)]  # two refills and more
     assert len(set(ids)) == 1000 and all(re.fullmatch(r"req_[0-9a-f]{32}", i) for i in ids)
     read, write = os.pipe()
     pid = os.fork()
@@ -114,6 +115,19 @@ def test_request_ids_are_unique_across_refills_and_forked_workers() -> None:
         child = pipe.read().split()
     parent = [new_request_id() for _ in range(8)]
     assert len(child) == 8 and not set(child) & set(parent)
+
+
+def test_request_ids_sort_by_time() -> None:
+    """The first 12 hex digits are the time in milliseconds, so that ids handed out later sort
+    after earlier ones and the request log's index on them grows at its end (not at random)."""
+    before = time.time_ns() // 1_000_000
+    first = new_request_id()
+    time.sleep(0.002)
+    second = new_request_id()
+    after = time.time_ns() // 1_000_000
+    assert before <= int(first[4:16], 16) < int(second[4:16], 16) <= after
+    assert first < second
+    assert len({new_request_id()[16:] for _ in range(100)}) == 100  # the random part
 
 
 async def test_healthz(boom: Any) -> None:
