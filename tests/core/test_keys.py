@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from gateway.http import new_request_id
@@ -32,6 +34,12 @@ def test_generated_credentials_have_their_shapes() -> None:
 ])
 def test_malformed_api_keys_are_refused(value: str) -> None:
     assert not is_api_key_shaped(value)
+
+
+@pytest.mark.parametrize("secret", ["sk-" + "a" * 40, "ut-" + "Z_-9" * 10, "é" * 7, ""])
+def test_hash_is_the_sha256_hex_digest_of_the_utf8_bytes(secret: str) -> None:
+    """The stored digests predate the builtin sha256 the hot path uses: they must stay equal."""
+    assert hash_secret(secret) == hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 def test_hash_is_sha256_hex_and_not_itself_a_credential() -> None:
