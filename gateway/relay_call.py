@@ -123,12 +123,19 @@ class CallContext:
         # held or any upstream asked (``gateway.ratelimit``).
         await admit_call(self.gateway, self.principal)
         # The hold comes from the quota lease (no database round trip); a stream's is moved into
-        # a row of its own while the upstream is called, and named before its first byte.
-        meter = self.gateway.meter
-        self.reservation = await meter.reserve(self.request_id, self.principal, amount_nano, from_lease=True,
-                                               arrived=self.arrived)
-        if self.is_stream:
-            meter.name(self.reservation)
+        # a row of its own while the upstream is called (``upstream_asked``), and named before its
+        # first byte (``hold_named``).
+        self.reservation = await self.gateway.meter.reserve(self.request_id, self.principal, amount_nano,
+                                                            from_lease=True, arrived=self.arrived)
+
+    def upstream_asked(self) -> None:
+        """The upstream request is on its way: a stream's hold starts moving into a row of its own,
+        its commit overlapping the upstream's work instead of delaying the request (it used to start
+        at ``reserve``, and the move's transaction ran on the event loop before the upstream was
+        asked: a stream's first byte waited for both). Once per call: later attempts find it
+        moving."""
+        if self.reservation is not None and self.is_stream:
+            self.gateway.meter.name(self.reservation)
 
     async def hold_named(self) -> None:
         """Before anything of the answer can reach the client: a stream's hold, moved out of the

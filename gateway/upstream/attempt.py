@@ -83,21 +83,22 @@ class upstream_io:  # lower case: used like a function, ``with upstream_io(name,
         return False
 
 
-async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall,
-                        request_id: str) -> UpstreamAnswer:
+async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall, request_id: str,
+                        on_sent: Callable[[], None] | None = None) -> UpstreamAnswer:
     """Send one request and wait for the response headers (first byte), within the upstream's
     connect and first-byte timeouts; later reads are bounded by its idle timeout. Retryable
     failures raise UpstreamFailure: connection errors, timeouts, 429, 5xx, and 401 (the upstream
     refuses the gateway's own credential: an operator's problem, never relayed, since vendors echo
     parts of the key in that message). A 2xx or other 4xx response is returned open (the caller
-    releases it)."""
+    releases it). ``on_sent``: called once the request is on its way (``Http1Client.post``)."""
     upstream = target.upstream
     destination = pool.destination(upstream, call.path, target.upstream_model)
     head = destination.head_with(call.headers) + _REQUEST_ID_LINE % request_id.encode()
     timeouts = upstream.timeouts
     with upstream_io(upstream.name, "before the first byte"):
         response = await pool.http.post(destination.origin, head, call.body, connect_s=timeouts.connect_s,
-                                        first_byte_s=timeouts.first_byte_s, idle_s=timeouts.idle_s)
+                                        first_byte_s=timeouts.first_byte_s, idle_s=timeouts.idle_s,
+                                        on_sent=on_sent)
     if response.status in (401, 429) or response.status >= 500:
         status = response.status
         try:
@@ -155,7 +156,7 @@ async def start_stream(target: Target,
 async def send(ctx: CallContext, target: Target, call: UpstreamCall, read: Reader[T]) -> T:
     """One attempt on one target: open, relay a 4xx as the client's error, read."""
     pool = ctx.gateway.upstreams
-    response = await open_response(pool, target, call, ctx.request_id)
+    response = await open_response(pool, target, call, ctx.request_id, ctx.upstream_asked)
     if response.status >= 400:
         raise await relay_error(pool, target, response)
     result = await read(target, response)

@@ -27,7 +27,7 @@ import contextlib
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterable, Awaitable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import cast
 
 import httptools
@@ -208,21 +208,25 @@ class Http1Client:
         self._tls = tls  # made on first use: loading the system's CAs takes milliseconds
 
     async def post(self, origin: Origin, head: bytes, body: bytes | AsyncIterable[bytes], *,
-                   connect_s: float, first_byte_s: float, idle_s: float) -> UpstreamAnswer:
+                   connect_s: float, first_byte_s: float, idle_s: float,
+                   on_sent: Callable[[], None] | None = None) -> UpstreamAnswer:
         """Send ``head`` (the request line and header lines, without the blank line that ends them;
         ``Destination``) and ``body`` to ``origin``; return once the answer's head has come. A body
         of chunks goes chunked unless ``head`` sets its Content-Length. Connecting takes at most
         ``connect_s``, and the head must come within ``connect_s + first_byte_s`` of the call (a
-        wait for a free connection included), else ``TimeoutError``."""
+        wait for a free connection included), else ``TimeoutError``. ``on_sent`` is called once
+        the request has started on its way (its head handed to the connection), before any wait
+        for the answer: work that can overlap the upstream's."""
         deadline = time.monotonic() + connect_s + first_byte_s
         try:
-            return await self._post_once(origin, head, body, connect_s, idle_s, deadline, reuse=True)
+            return await self._post_once(origin, head, body, connect_s, idle_s, deadline, on_sent, reuse=True)
         except _StaleConnection:  # the upstream had closed it as the request went: nothing was done
-            return await self._post_once(origin, head, body, connect_s, idle_s, deadline, reuse=False)
+            return await self._post_once(origin, head, body, connect_s, idle_s, deadline, on_sent,
+                                         reuse=False)
 
     async def _post_once(self, origin: Origin, head: bytes, body: bytes | AsyncIterable[bytes],
-                         connect_s: float, idle_s: float, deadline: float, *,
-                         reuse: bool) -> UpstreamAnswer:
+                         connect_s: float, idle_s: float, deadline: float,
+                         on_sent: Callable[[], None] | None, *, reuse: bool) -> UpstreamAnswer:
         await self._take_slot(origin, deadline)
         try:
             connection = (self._idle_connection(origin) if reuse else None) or await self._connect(
@@ -237,10 +241,12 @@ class Http1Client:
         try:
             if isinstance(body, bytes) and len(body) <= _ONE_WRITE_BYTES:
                 connection.send(b"%bContent-Length: %d\r\n\r\n%b" % (head, len(body), body))
+                if on_sent is not None:
+                    on_sent()
                 if connection.write_paused:
                     await self._send_until_answered(answer, connection.drain())
             else:
-                await self._send_until_answered(answer, self._send_body(connection, head, body))
+                await self._send_until_answered(answer, self._send_body(connection, head, body), on_sent)
             await answer.head
         except Disconnected as exc:
             answer.keep_alive = False
@@ -257,10 +263,13 @@ class Http1Client:
         return answer
 
     @staticmethod
-    async def _send_until_answered(answer: UpstreamAnswer, sending: Awaitable[None]) -> None:
+    async def _send_until_answered(answer: UpstreamAnswer, sending: Awaitable[None],
+                                   on_sent: Callable[[], None] | None = None) -> None:
         """Send a body that takes more than one write while watching for the answer: an upstream
         may refuse (413, 401, ...) before it has read the whole body, and then stop reading it."""
         task = asyncio.ensure_future(sending)
+        if on_sent is not None:
+            on_sent()  # the task writes the head at its first step, before anything else runs
         try:
             await asyncio.wait((task, answer.head), return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -135,6 +135,39 @@ async def test_sends_the_head_and_body_and_reuses_the_connection() -> None:
         assert first.headers["host"] == f"127.0.0.1:{port}" and first.headers["content-length"] == "13"
 
 
+@pytest.mark.parametrize("chunked", [False, True])
+async def test_on_sent_is_called_once_the_request_left_before_the_answer(chunked: bool) -> None:
+    """``on_sent`` runs as soon as the request is on the wire, while the upstream still works
+    (the relay starts a stream's hold move there, to overlap the upstream's time): here the
+    server holds its answer until it has seen ``on_sent`` called."""
+    called: list[int] = []
+    release = asyncio.Event()
+
+    async def answer(_request: Received, transport: asyncio.Transport) -> None:
+        await release.wait()
+        transport.write(_answer(b"{}"))
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"a":'
+        yield b"1}"
+
+    def on_sent() -> None:
+        called.append(len(called))
+        release.set()
+
+    script = Script(answer)
+    async with _upstream(script) as (client, port):
+        destination = Destination(f"http://127.0.0.1:{port}/v1/x", {})
+        body: bytes | AsyncIterator[bytes] = chunks() if chunked else b'{"a":1}'
+        response = await asyncio.wait_for(client.post(
+            destination.origin, destination.head, body, connect_s=2, first_byte_s=5, idle_s=5,
+            on_sent=on_sent), 5)
+        assert await response.read() == b"{}"
+        response.release()
+    assert called == [0]
+    assert script.received[0].body == b'{"a":1}'
+
+
 async def test_a_call_header_replaces_a_fixed_one_of_any_case() -> None:
     destination = Destination("http://h/x", {"Content-Type": "application/json", "X-Key": "a"})
     head = destination.head_with({"content-type": "multipart/form-data; boundary=b"}).decode()
