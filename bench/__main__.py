@@ -97,8 +97,8 @@ def main() -> int:
             if os.environ.get("BENCH_SCALE", "1") != "0":
                 run.scale = _scale(tmp, sim_port, gw, scenarios[0], seconds * 2, log)
             if os.environ.get("BENCH_COMPARE", "") not in ("", "0"):
-                run.litellm = compare.litellm(tmp, sim_base, gw, scenarios, concurrencies, seconds * 2,
-                                              rounds, log)
+                run.litellm = compare.litellm(tmp, sim_base, gw, floor_t, scenarios, concurrencies,
+                                              seconds * 2, rounds, log)
         except Exception:
             _say(log.read_text(errors="replace")[-4000:] if log.exists() else "")
             raise

@@ -28,9 +28,12 @@ general_settings: {{master_key: {MASTER_KEY}, disable_spend_logs: true}}
     return path
 
 
-def litellm(tmp: Path, sim_base: str, gateway: Target, scenarios: list[Scenario],
+def litellm(tmp: Path, sim_base: str, gateway: Target, floor: Target, scenarios: list[Scenario],
             concurrencies: tuple[int, ...], seconds: float, rounds: int,
-            log: Path) -> list[tuple[str, int, Figures, Figures]]:
+            log: Path) -> list[tuple[str, int, Figures, Figures, Figures]]:
+    """(scenario, concurrency, gateway, floor, LiteLLM) for the scenarios LiteLLM serves as they
+    are, the three measured in the same rounds: the floor's ratio to LiteLLM shows what any relay
+    on this machine and server can reach."""
     venv = Path(__file__).resolve().parent / ".litellm-venv" / "bin" / "litellm"
     if not venv.exists():
         raise RuntimeError("bench/.litellm-venv is missing: run `make bench-compare`, which creates it")
@@ -39,15 +42,16 @@ def litellm(tmp: Path, sim_base: str, gateway: Target, scenarios: list[Scenario]
     try:
         # LiteLLM takes the client's chat request as it is (model names match the simulator's).
         lite = Target("litellm", f"http://127.0.0.1:{port}", proc.pid, MASTER_KEY, True)
-        out: list[tuple[str, int, Figures, Figures]] = []
+        out: list[tuple[str, int, Figures, Figures, Figures]] = []
         for scenario in scenarios:
             if scenario.name not in ("chat", "chat stream", "embeddings"):
                 continue
             measure.check(lite, scenario)
             measure.measure(lite, scenario, 16, seconds)  # warm-up: its first calls are far slower
             for conc in concurrencies:
-                gw, lite_figures = measure.interleaved((gateway, lite), scenario, conc, seconds, rounds)
-                out.append((scenario.name, conc, gw, lite_figures))
+                gw, fl, lite_figures = measure.interleaved((gateway, floor, lite), scenario, conc, seconds,
+                                                           rounds)
+                out.append((scenario.name, conc, gw, fl, lite_figures))
         return out
     finally:
         procs.stop(proc)
