@@ -129,11 +129,9 @@ class CallContext:
                                                             from_lease=True, arrived=self.arrived)
 
     def upstream_asked(self) -> None:
-        """The upstream request is on its way: a stream's hold starts moving into a row of its own,
-        its commit overlapping the upstream's work instead of delaying the request (it used to start
-        at ``reserve``, and the move's transaction ran on the event loop before the upstream was
-        asked: a stream's first byte waited for both). Once per call: later attempts find it
-        moving."""
+        """The upstream request is sent: a stream's hold starts moving into a row of its own, its
+        commit overlapping the upstream's work rather than delaying the request. A later attempt
+        finds it moving already."""
         if self.reservation is not None and self.is_stream:
             self.gateway.meter.name(self.reservation)
 

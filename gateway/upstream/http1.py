@@ -1,7 +1,7 @@
 """The text relay's HTTP/1.1 client: kept-alive connections to each upstream origin, one request
-at a time on each; requests' heads made by ``gateway.upstream.http1_request``, answers parsed by
-httptools (llhttp, the parser uvicorn serves with) and read as ``UpstreamAnswer``
-(``gateway.upstream.http1_answer``).
+at a time on each (``gateway.upstream.http1_connection``); requests' heads made by
+``gateway.upstream.http1_request``, answers parsed by httptools (llhttp, the parser uvicorn serves
+with) and read as ``UpstreamAnswer`` (``gateway.upstream.http1_answer``).
 
 Why the relay has its own client: it sends one POST and reads one answer per call, and aiohttp's
 general machinery around that (request and response objects, multidicts, auto headers, tracing,
@@ -28,9 +28,6 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterable, Awaitable, Callable
-from typing import cast
-
-import httptools
 
 from gateway.upstream.http1_answer import (
     ACCEPT_ENCODING,
@@ -40,6 +37,7 @@ from gateway.upstream.http1_answer import (
     UpstreamAnswer,
     UpstreamConnectionError,
 )
+from gateway.upstream.http1_connection import Http1Connection
 from gateway.upstream.http1_request import Destination, Origin
 from gateway.upstream.resolver import Resolver
 
@@ -60,149 +58,13 @@ class _StaleConnection(Disconnected):
     """A kept-alive connection was gone when the request went out, and nothing came back."""
 
 
-class _Connection(asyncio.Protocol):
-    """One connection to an origin, carrying one answer at a time."""
-
-    def __init__(self, client: Http1Client, origin: Origin, loop: asyncio.AbstractEventLoop) -> None:
-        self._client = client
-        self.origin = origin
-        self.loop = loop  # kept: each asyncio.get_running_loop() is a getpid() system call on 3.11
-        self.transport: asyncio.Transport | None = None
-        self._parser = httptools.HttpResponseParser(self)
-        self.answer: UpstreamAnswer | None = None
-        self.open = True  # false from the moment it is aborted, before asyncio reports it lost
-        self.reused = False
-        self.idle_since = 0.0
-        self._informational = False  # parsing a 1xx answer, which the real answer follows
-        self.write_paused = False  # the transport's buffer is full: ``drain`` waits
-        self._drained: asyncio.Future[None] | None = None
-
-    # --- asyncio.Protocol ----------------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is one without subclassing it
-
-    def data_received(self, data: bytes) -> None:
-        answer = self.answer
-        if answer is None or answer.over:  # bytes nobody asked for: the connection is not reused
-            self.abort()
-            return
-        answer.heard = True
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            answer.fail(MalformedAnswer(f"the upstream's answer is not HTTP/1.1 ({exc})"))
-            self.abort()
-
-    def eof_received(self) -> bool:
-        return False  # the transport closes itself; connection_lost follows
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        ended_by_peer = self.open and exc is None
-        self.open = False
-        self._client.lost(self)
-        answer = self.answer
-        if answer is not None:
-            answer.lost(ended_by_peer)
-            if not answer.finished:  # its slot is free now, whatever becomes of the answer object
-                answer.finished = True
-                self._client.free_slot(self.origin)
-        self._wake_writer(Disconnected("the connection closed while the request was being sent"))
-
-    def pause_writing(self) -> None:
-        self.write_paused = True
-
-    def resume_writing(self) -> None:
-        self.write_paused = False
-        self._wake_writer(None)
-
-    # --- httptools callbacks (an answer that is over takes nothing more) ----------------------------
-
-    def on_message_begin(self) -> None:
-        answer = self.answer
-        if answer is not None and answer.over:  # a second answer to one request: not HTTP we trust
-            answer.keep_alive = False
-            self.abort()
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self.answer is not None and not self.answer.over:
-            self.answer.header(name, value)
-
-    def on_headers_complete(self) -> None:
-        answer = self.answer
-        if answer is None or answer.over:
-            return
-        status = self._parser.get_status_code()
-        if status < 200:  # 100 Continue, 103 Early Hints: forget its headers, the real answer follows
-            self._informational = True
-            answer.headers.clear()
-            return
-        answer.headers_complete(status, self._parser.should_keep_alive())
-
-    def on_body(self, body: bytes) -> None:
-        if self.answer is not None and not self.answer.over:
-            self.answer.body(body)
-
-    def on_message_complete(self) -> None:
-        if self._informational:
-            self._informational = False
-        elif self.answer is not None and not self.answer.over:
-            self.answer.complete()
-
-    # --- used by the client and the answer -----------------------------------------------------------
-
-    def send(self, data: bytes) -> None:
-        if self.open and self.transport is not None:
-            self.transport.write(data)
-
-    async def drain(self) -> None:
-        if self.write_paused and self.open:
-            self._drained = self.loop.create_future()
-            try:
-                await self._drained
-            finally:
-                self._drained = None
-        if not self.open:
-            raise Disconnected("the connection closed while the request was being sent")
-
-    def _wake_writer(self, error: BaseException | None) -> None:
-        drained = self._drained
-        if drained is not None and not drained.done():
-            if error is None:
-                drained.set_result(None)
-            else:
-                drained.set_exception(error)
-
-    def pause_reading(self) -> None:
-        if self.transport is not None and self.open:
-            self.transport.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.transport is not None and self.open:
-            self.transport.resume_reading()
-
-    def abort(self) -> None:
-        self.open = False
-        if self.transport is not None:
-            self.transport.abort()
-
-    def finish(self, reusable: bool) -> None:
-        """Its answer is released (``UpstreamAnswer.release``)."""
-        self.answer = None
-        if reusable and self.open:
-            self._client.give_back(self)
-        else:
-            self.abort()
-            self._client.free_slot(self.origin)
-
-
 class Http1Client:
     """The pool of connections and the one entry point, ``post``."""
 
     def __init__(self, tls: ssl.SSLContext | None = None, resolver: Resolver | None = None) -> None:
         self._resolver = resolver or Resolver()
-        self._idle: dict[Origin, list[_Connection]] = {}
-        self._open: set[_Connection] = set()
+        self._idle: dict[Origin, list[Http1Connection]] = {}
+        self._open: set[Http1Connection] = set()
         self._in_use: dict[Origin, int] = {}
         self._queued: dict[Origin, deque[asyncio.Future[None]]] = {}
         self._tls = tls  # made on first use: loading the system's CAs takes milliseconds
@@ -215,8 +77,8 @@ class Http1Client:
         of chunks goes chunked unless ``head`` sets its Content-Length. Connecting takes at most
         ``connect_s``, and the head must come within ``connect_s + first_byte_s`` of the call (a
         wait for a free connection included), else ``TimeoutError``. ``on_sent`` is called once
-        the request has started on its way (its head handed to the connection), before any wait
-        for the answer: work that can overlap the upstream's."""
+        the request is sent, before the wait for the answer: work that can overlap the
+        upstream's."""
         deadline = time.monotonic() + connect_s + first_byte_s
         try:
             return await self._post_once(origin, head, body, connect_s, idle_s, deadline, on_sent, reuse=True)
@@ -241,12 +103,12 @@ class Http1Client:
         try:
             if isinstance(body, bytes) and len(body) <= _ONE_WRITE_BYTES:
                 connection.send(b"%bContent-Length: %d\r\n\r\n%b" % (head, len(body), body))
-                if on_sent is not None:
-                    on_sent()
                 if connection.write_paused:
                     await self._send_until_answered(answer, connection.drain())
             else:
-                await self._send_until_answered(answer, self._send_body(connection, head, body), on_sent)
+                await self._send_until_answered(answer, self._send_body(connection, head, body))
+            if on_sent is not None:
+                on_sent()
             await answer.head
         except Disconnected as exc:
             answer.keep_alive = False
@@ -263,13 +125,10 @@ class Http1Client:
         return answer
 
     @staticmethod
-    async def _send_until_answered(answer: UpstreamAnswer, sending: Awaitable[None],
-                                   on_sent: Callable[[], None] | None = None) -> None:
+    async def _send_until_answered(answer: UpstreamAnswer, sending: Awaitable[None]) -> None:
         """Send a body that takes more than one write while watching for the answer: an upstream
         may refuse (413, 401, ...) before it has read the whole body, and then stop reading it."""
         task = asyncio.ensure_future(sending)
-        if on_sent is not None:
-            on_sent()  # the task writes the head at its first step, before anything else runs
         try:
             await asyncio.wait((task, answer.head), return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -285,7 +144,8 @@ class Http1Client:
             raise error
 
     @staticmethod
-    async def _send_body(connection: _Connection, head: bytes, body: bytes | AsyncIterable[bytes]) -> None:
+    async def _send_body(connection: Http1Connection, head: bytes,
+                         body: bytes | AsyncIterable[bytes]) -> None:
         if isinstance(body, bytes):  # a large one: not copied into one buffer with its head
             connection.send(b"%bContent-Length: %d\r\n\r\n" % (head, len(body)))
             connection.send(body)
@@ -306,7 +166,7 @@ class Http1Client:
             # More or fewer bytes than announced would shift every later answer on the connection.
             raise ValueError(f"the body was {sent} bytes, not the {declared.decode()} announced")
 
-    def _idle_connection(self, origin: Origin) -> _Connection | None:
+    def _idle_connection(self, origin: Origin) -> Http1Connection | None:
         idle = self._idle.get(origin)
         stale_before = time.monotonic() - KEEPALIVE_S
         while idle:
@@ -317,7 +177,7 @@ class Http1Client:
             self._forget(connection)
         return None
 
-    async def _connect(self, origin: Origin, connect_s: float) -> _Connection:
+    async def _connect(self, origin: Origin, connect_s: float) -> Http1Connection:
         try:
             async with asyncio.timeout(connect_s):
                 connection = await self._connect_first(origin)
@@ -327,7 +187,7 @@ class Http1Client:
         self._open.add(connection)
         return connection
 
-    async def _connect_first(self, origin: Origin) -> _Connection:
+    async def _connect_first(self, origin: Origin) -> Http1Connection:
         """A connection to the first of ``origin``'s addresses, in the resolver's order, that takes
         one; the last address's refusal is raised."""
         addresses = await self._resolver.addresses(origin.host, origin.port)
@@ -340,11 +200,11 @@ class Http1Client:
                 continue  # refused, unreachable: the next address
         return await self._connect_to(origin, addresses[-1])
 
-    async def _connect_to(self, origin: Origin, address: str) -> _Connection:
+    async def _connect_to(self, origin: Origin, address: str) -> Http1Connection:
         tls = self._tls_context() if origin.tls else None
         loop = asyncio.get_running_loop()
         _, connection = await loop.create_connection(
-            lambda: _Connection(self, origin, loop), address, origin.port, ssl=tls,
+            lambda: Http1Connection(self, origin, loop), address, origin.port, ssl=tls,
             server_hostname=origin.host if tls else None)
         return connection
 
@@ -379,7 +239,7 @@ class Http1Client:
                 return
         self._in_use[origin] -= 1
 
-    def give_back(self, connection: _Connection) -> None:
+    def give_back(self, connection: Http1Connection) -> None:
         now = time.monotonic()
         connection.idle_since = now
         idle = self._idle.setdefault(connection.origin, [])
@@ -389,14 +249,14 @@ class Http1Client:
         idle.append(connection)
         self.free_slot(connection.origin)
 
-    def lost(self, connection: _Connection) -> None:
+    def lost(self, connection: Http1Connection) -> None:
         """A connection ended: an idle one leaves the pool."""
         self._open.discard(connection)
         idle = self._idle.get(connection.origin)
         if idle and connection in idle:
             idle.remove(connection)
 
-    def _forget(self, connection: _Connection) -> None:
+    def _forget(self, connection: Http1Connection) -> None:
         self._open.discard(connection)
         connection.abort()
 
