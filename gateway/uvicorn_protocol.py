@@ -1,10 +1,14 @@
 """The gateway's HTTP/1 protocol for uvicorn: uvicorn's httptools protocol with what it lacks
 (``gateway.server_config.uvicorn_options`` puts it in place):
 
-* **A deadline on each request head.** uvicorn has only a keep-alive timer, armed after a
-  response; a head that never completes was held for ever. The head timer runs from the connection
-  (or a request's first byte) to the end of its head, ``timeout_keep_alive`` seconds (which
-  ``uvicorn_options`` sets to ``limits.header_timeout_s``); then the connection is closed at once.
+* **A deadline on each request head, and one timer for it and the keep-alive.** uvicorn has only
+  a keep-alive timer, armed after a response; a head that never completes was held for ever. Here
+  the connection waits for its client at most ``timeout_keep_alive`` seconds (which
+  ``uvicorn_options`` sets to ``limits.header_timeout_s``): from the connection to the end of the
+  first head, from a response's end to the next request's first byte, and from there to the end of
+  its head; then it is closed at once. The wait's
+  start is a number; one timer per connection checks it when it fires and is re-armed for what is
+  left, instead of a timer made and cancelled twice per request (uvicorn's keep-alive, the head's).
 * **A lingering close.** When uvicorn closes a connection whose request body is still arriving
   (an early 413 or 408 answered with ``Connection: close``), closing the socket with unread data
   makes the kernel send a reset, and a client still writing its body never reads the answer. As
@@ -139,7 +143,9 @@ class LingeringTransport:
 
 
 class GatewayHttpTools(HttpToolsProtocol):
-    _head_timer: asyncio.TimerHandle | None = None
+    _deadline_timer: asyncio.TimerHandle | None = None
+    _waiting_since: float | None = None  # loop time the wait for the client began; None: serving
+    _first_head = True  # the connection's first head: its wait began with the connection
     _lingering: LingeringTransport | None = None
     _in_body = False  # a request head was parsed and its body has not all arrived
 
@@ -147,7 +153,7 @@ class GatewayHttpTools(HttpToolsProtocol):
         self._lingering = LingeringTransport(transport, self.loop,  # type: ignore[arg-type]
                                              lambda: self._in_body)
         super().connection_made(self._lingering)  # type: ignore[arg-type]
-        self._arm_head_timer()
+        self._wait_for_client()
 
     def data_received(self, data: bytes) -> None:
         if self._lingering is not None and self._lingering.lingering:
@@ -162,10 +168,13 @@ class GatewayHttpTools(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._arm_head_timer()
+        if self._first_head:
+            self._first_head = False
+        else:  # a later head's time starts at its first byte
+            self._wait_for_client()
 
     def on_headers_complete(self) -> None:
-        self._cancel_head_timer()
+        self._waiting_since = None
         self._in_body = True
         self.scope[ARRIVED_SCOPE_KEY] = time.perf_counter()  # type: ignore[literal-required]
         if self._lingering is not None:
@@ -177,8 +186,23 @@ class GatewayHttpTools(HttpToolsProtocol):
         self.scope[BODY_COMPLETE_SCOPE_KEY] = True  # type: ignore[literal-required]
         super().on_message_complete()
 
+    def on_response_complete(self) -> None:
+        # uvicorn's, but the keep-alive wait is ``_wait_for_client`` rather than a timer each time.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._wait_for_client()
+
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_head_timer()
+        self._waiting_since = None
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
         if self._lingering is not None:
             self._lingering.close_now()
         super().connection_lost(exc)
@@ -194,20 +218,23 @@ class GatewayHttpTools(HttpToolsProtocol):
         self.transport.write(b"".join(head) + body)
         self.transport.close()
 
-    # --- the head deadline -------------------------------------------------------------------------
-    def _arm_head_timer(self) -> None:
-        if self._head_timer is None:
-            self._head_timer = self.loop.call_later(self.timeout_keep_alive, self._head_timed_out)
+    # --- the wait for the client ---------------------------------------------------------------------
+    def _wait_for_client(self) -> None:
+        self._waiting_since = self.loop.time()
+        if self._deadline_timer is None:
+            self._deadline_timer = self.loop.call_later(self.timeout_keep_alive, self._deadline_reached)
 
-    def _cancel_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
+    def _deadline_reached(self) -> None:
+        self._deadline_timer = None
+        since = self._waiting_since
+        if since is None:
+            return  # serving a request: the next wait arms the timer again
         if self.cycle is not None and not self.cycle.response_complete:
             # A pipelined head waits while the request before it is served: its time starts then.
-            self._arm_head_timer()
+            self._wait_for_client()
+            return
+        left = since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self._deadline_timer = self.loop.call_later(left, self._deadline_reached)
         elif self._lingering is not None:
             self._lingering.close_now()

@@ -69,6 +69,40 @@ async def test_request_header_deadline(server: str, make_config: MakeConfig) -> 
         await stop()
 
 
+async def test_uvicorn_keep_alive_and_later_head_deadlines(make_config: MakeConfig) -> None:
+    """uvicorn (the gateway's own protocol, one timer per connection): an idle keep-alive
+    connection is closed ``header_timeout_s`` after its last response, and a later request's head
+    has its own ``header_timeout_s`` from its first byte, however long the connection idled before."""
+    app = create_app(make_config(limits={"header_timeout_s": HEAD_S}), load_entrypoints=False)
+    base, stop = await embedded.serving(app, "uvicorn")
+    host, port = base.removeprefix("http://").split(":")
+    keep_alive = HEALTHZ.replace(b"Connection: close", b"Connection: keep-alive")
+    try:
+        idle = await cut_after(base, keep_alive, 4 * HEAD_S)
+        assert idle[1].startswith(b"HTTP/1.1 200"), idle[1]
+        assert 0.8 * HEAD_S < idle[0] < 2 * HEAD_S, idle[0]
+
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(keep_alive)
+            await writer.drain()
+            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200")
+            await asyncio.sleep(0.6 * HEAD_S)  # idle, within the keep-alive wait
+            writer.write(SLOW_HEAD)
+            await writer.drain()
+            head_began = time.monotonic()
+            async with asyncio.timeout(4 * HEAD_S):
+                with contextlib.suppress(ConnectionResetError):
+                    while await reader.read(65536):
+                        pass
+            cut = time.monotonic() - head_began
+        finally:
+            writer.close()
+        assert 0.8 * HEAD_S < cut < 2 * HEAD_S, cut  # timed from the head's first byte
+    finally:
+        await stop()
+
+
 async def test_request_header_deadline_default(make_config: MakeConfig) -> None:
     """Without ``limits``, the deadline is 5 s on the default server (granian waits 30 s unless told)."""
     assert make_config().limits.header_timeout_s == DEFAULT_HEAD_S
