@@ -67,6 +67,24 @@ def cpu_stolen() -> tuple[float, float]:
     return fields[7] / _CLK_TCK, sum(fields[:8]) / _CLK_TCK
 
 
+def idle_halt() -> str:
+    """How this machine's idle cores wait, which moves every figure at concurrency 1: the cpuidle
+    driver and, under a guest's ``haltpoll``, how long an idle vCPU polls before it halts (a halted
+    vCPU is woken through the hypervisor, tens of microseconds later and with colder caches)."""
+    driver = Path("/sys/devices/system/cpu/cpuidle/current_driver")
+    poll = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+    try:
+        name = driver.read_text().strip()
+    except OSError:
+        name = "unknown"
+    if name != "haltpoll":
+        return f"cpuidle driver {name}"
+    try:
+        return f"cpuidle driver haltpoll, guest_halt_poll_ns {int(poll.read_text())}"
+    except (OSError, ValueError):
+        return "cpuidle driver haltpoll"
+
+
 def rss_mb(pid: int, field: str = "VmHWM") -> float:
     """The largest ``field`` (VmHWM: peak RSS; VmRSS: current) of any one process of the tree:
     the memory of the busiest worker."""

@@ -148,7 +148,8 @@ def markdown(run: Run) -> str:
            "everything on (auth, reservation, metering, ledger, request log). Command: "
            f"`make bench{' QUICK=1' if run.quick else ''}` (BENCH_SERVER={run.server}).", "",
            f"Load average (1 min) at the start {run.load_start:.1f}, at the end {os.getloadavg()[0]:.1f} "
-           f"on {os.cpu_count()} cores: anything else running skews every figure. {_stolen(run)}", "",
+           f"on {os.cpu_count()} cores: anything else running skews every figure. {_stolen(run)} "
+           f"Idle cores: {procs.idle_halt()} (concurrency 1 pays a wake-up per hop).", "",
            "Ratios in brackets are gateway / floor. 'added p50' is p50 minus the p50 of calling the "
            "upstream directly with the same request in the client's format.", ""]
     out += _table(run)
