@@ -24,6 +24,7 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
+from bench.measure import in_turn
 from gateway.uvicorn_protocol import GatewayHttpTools
 
 BODY = b'{"id":"chatcmpl-1","object":"chat.completion","choices":[]}' * 8
@@ -109,8 +110,7 @@ async def measure(variants: dict[str, type[HttpToolsProtocol]], requests: int,
     figures: dict[str, list[float]] = {name: [] for name in variants}
     await _block(HttpToolsProtocol, requests)  # warm up
     for block in range(blocks):
-        order = list(variants.items())
-        for name, cls in order if block % 2 == 0 else reversed(order):
+        for _, (name, cls) in in_turn(list(variants.items()), block):
             figures[name].append(await _block(cls, requests))
     return figures
 

@@ -145,7 +145,6 @@ class LingeringTransport:
 class GatewayHttpTools(HttpToolsProtocol):
     _deadline_timer: asyncio.TimerHandle | None = None
     _waiting_since: float | None = None  # loop time the wait for the client began; None: serving
-    _first_head = True  # the connection's first head: its wait began with the connection
     _lingering: LingeringTransport | None = None
     _in_body = False  # a request head was parsed and its body has not all arrived
 
@@ -168,10 +167,8 @@ class GatewayHttpTools(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._first_head:
-            self._first_head = False
-        else:  # a later head's time starts at its first byte
-            self._wait_for_client()
+        if self.cycle is not None:  # a later head's time starts at its first byte (the first's at
+            self._wait_for_client()  # the connection)
 
     def on_headers_complete(self) -> None:
         self._waiting_since = None
@@ -199,7 +196,6 @@ class GatewayHttpTools(HttpToolsProtocol):
             self._wait_for_client()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._waiting_since = None
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
             self._deadline_timer = None

@@ -4,17 +4,16 @@ change that broke the in-memory harness would otherwise show only as a hang in t
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from bench import protocol_cost
+from gateway import uvicorn_protocol
 from gateway.uvicorn_protocol import GatewayHttpTools
 
 
 async def test_each_protocol_answers_every_request() -> None:
-    copy = protocol_cost._protocol_of(str(Path(protocol_cost.__file__).parents[1] / "gateway" /
-                                          "uvicorn_protocol.py"), "copy")
+    copy = protocol_cost._protocol_of(uvicorn_protocol.__file__, "copy")
     async with asyncio.timeout(30):
         figures = await protocol_cost.measure({"uvicorn": HttpToolsProtocol, "gateway": GatewayHttpTools,
                                                "copy": copy}, requests=50, blocks=2)
