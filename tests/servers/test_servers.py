@@ -1,9 +1,10 @@
 """``gateway serve --server NAME``: each supported ASGI server, with one worker and with two, serves
-the three text families through the official SDKs (plain and streamed), charges every call once
-(the user's balance plus what was used equals the top-up, one log row per call, ``gateway audit``
-clean afterwards), answers HTTP/2 on plain TCP where the server speaks it (hypercorn, granian),
-counts every worker's calls in /metrics, and stops gracefully on SIGTERM with exit code 0. The rest
-of the suite runs on the default server; this is the smoke subset for every server."""
+chat and messages through the official ``openai`` and ``anthropic`` SDKs (plain and streamed),
+charges every call once (the user's balance plus what was used equals the top-up, one log row per
+call, ``gateway audit`` clean afterwards), answers HTTP/2 on plain TCP where the server speaks it
+(hypercorn, granian), counts every worker's calls in /metrics, and stops gracefully on SIGTERM with
+exit code 0. The rest of the suite runs on the default server; this is the smoke subset for every
+server."""
 
 from __future__ import annotations
 
