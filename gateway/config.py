@@ -85,6 +85,9 @@ class UpstreamTimeouts(_Section):
     connect_s: float = 10.0
     first_byte_s: float = 120.0
     idle_s: float = 120.0  # longest silence between two stream chunks
+    # The whole of one attempt, connect to the last byte of the answer (a stream included): an
+    # upstream dripping a huge body a byte at a time is cut here, not when it gives up.
+    total_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
 
 
 class UpstreamConfig(_Section):
@@ -135,6 +138,12 @@ class LimitsConfig(_Section):
     # The longest a connection may take to send a complete request head, idle keep-alive time
     # included; the server then closes it (``gateway.server_config``, on every server).
     header_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    # What an upstream's answer may make the gateway hold (over a limit: a failed attempt, 502).
+    upstream_header_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024  # one header line
+    upstream_header_count: Annotated[int, msgspec.Meta(gt=0)] = 128  # header lines of one answer
+    upstream_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024 * 1024  # a whole answer, decoded
+    sse_event_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024  # one event of a stream
+    stream_element_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024  # one JSON array element
 
 
 class MeteringConfig(_Section):
