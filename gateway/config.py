@@ -19,6 +19,7 @@ import msgspec
 import yaml
 
 from gateway.config_checks import protocol_errors, semantic_errors
+from gateway.optional_deps import missing_extra_errors
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -323,6 +324,7 @@ def parse_config(text: str, protocols: Collection[str] | None = None, *,
     config = msgspec.convert(good, Config, strict=False)
     _resolve_simulator(config)
     errors += semantic_errors(config)
+    errors += missing_extra_errors(config)  # postgresql:// or redis: without their extra
     if protocols is not None:
         errors += protocol_errors(config, protocols)
     if errors:
