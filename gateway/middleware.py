@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Sequence
-from urllib.parse import unquote_plus
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -38,26 +36,13 @@ from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, 
 from gateway.keys import Network, client_ip_from, parse_networks
 from gateway.observe import STATE_KEY, HttpStats, call_fields, close_scope, http_stats, open_scope
 from gateway.ratelimit_headers import rate_headers
+from gateway.secrets_scrub import SecretScrubber, redact_query
 
 access_log = logging.getLogger("gateway.access")
 
 _REQUEST_ID_HEADER = REQUEST_ID_HEADER.lower().encode("latin-1")
 _CONNECTION_CLOSE = (b"connection", b"close")
 PATH_CACHE_MAX = 1024  # paths whose family answers are remembered; later ones are computed each time
-
-
-def redact_query(query: str) -> str:
-    """The query with the value of every parameter whose name holds "key" (key=, api_key=, ...)
-    replaced. Names are read exactly as the credential reader reads them (Starlette's
-    ``parse_qsl``: split on ``&``, ``+`` and percent-escapes decoded), so that ``?%6Bey=`` or
-    ``?ke%79=``, which authenticate like ``?key=``, are redacted like it too."""
-    # ``;`` is no separator to the reader, but splitting on it too only ever redacts more.
-    pieces = re.split(r"([&;])", query)
-    for i, piece in enumerate(pieces):
-        name, eq, _ = piece.partition("=")
-        if eq and "key" in unquote_plus(name, encoding="latin-1").lower():
-            pieces[i] = f"{name}=REDACTED"
-    return "".join(pieces)
 
 
 def loggable_path(scope: Scope) -> str:
@@ -95,6 +80,7 @@ class EdgeMiddleware:
         self.access_log_on = access_log_on
         self.trusted = tuple(trusted_proxies)
         self._stats: HttpStats | None = None  # the app's, found on the first request
+        self._scrubber: SecretScrubber | None = None  # of the app's config, made on the first request
 
     def _http_stats(self, scope: Scope) -> HttpStats:
         if self._stats is None:
@@ -102,6 +88,7 @@ class EdgeMiddleware:
             if gateway is None:  # a bare app (unit test): counted nowhere
                 return HttpStats()
             self._stats = http_stats(gateway)
+            self._scrubber = SecretScrubber.of_config(gateway.config)
         return self._stats
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -116,6 +103,7 @@ class EdgeMiddleware:
         state[STATE_KEY] = request_scope
         id_header = (_REQUEST_ID_HEADER, rid.encode("ascii"))
         stats = self._http_stats(scope)
+        request_scope.scrubber = self._scrubber
         status = 0
 
         async def edge_send(message: Message) -> None:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gateway.context import Gateway
     from gateway.ratelimit import Verdict
     from gateway.records import RequestLog
+    from gateway.secrets_scrub import SecretScrubber
 
 MAX_ROUTES = 200  # distinct route labels kept; later ones are counted as "other"
 EXTENSION = "http_stats"
@@ -29,7 +30,7 @@ STATE_KEY = "observe"  # scope["state"][STATE_KEY]: the request's RequestScope (
 
 
 class RequestScope:
-    __slots__ = ("close_connection", "group", "record", "request_id", "verdict")
+    __slots__ = ("close_connection", "group", "record", "request_id", "scrubber", "verdict")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
@@ -39,6 +40,9 @@ class RequestScope:
         # The rest of the request body will not be read (too large, too slow): the answer says
         # Connection: close (``EdgeMiddleware``).
         self.close_connection = False
+        # The secrets of the serving gateway's config, scrubbed from upstream text relayed to the
+        # client (``gateway.secrets_scrub.scrub_secrets``); set by ``EdgeMiddleware``.
+        self.scrubber: SecretScrubber | None = None
 
 
 _SCOPE: ContextVar[RequestScope | None] = ContextVar("gateway_request_scope", default=None)
