@@ -27,6 +27,7 @@ import aiohttp
 from gateway.canonical import EmbeddingRequest
 from gateway.errors import GatewayError, UpstreamError, UpstreamHTTPError
 from gateway.observe import current_request_id
+from gateway.secrets_scrub import scrub_secrets
 from gateway.translation import EmbeddingFrontend, UpstreamCall
 from gateway.upstream.http1 import UpstreamAnswer, UpstreamConnectionError
 
@@ -119,7 +120,7 @@ async def relay_error(pool: UpstreamPool, target: Target, response: UpstreamAnsw
             body = await response.read()
     finally:
         response.release()
-    message = pool.adapter(target.protocol).error_message(body)
+    message = scrub_secrets(pool.adapter(target.protocol).error_message(body))  # vendors echo keys
     return UpstreamHTTPError(response.status, message or f"The upstream answered HTTP {response.status}.")
 
 
