@@ -12,14 +12,17 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from gateway.upstream.http1_request import breaks_header_line
-
 if TYPE_CHECKING:
     from gateway.config import Config, UpstreamConfig
 
 # An entry made of digits, dots, colons and a slash is meant as an address: one that does not parse
 # (``10.0.0.0/33``) must not silently become a host name that nothing matches.
 _LOOKS_NUMERIC = re.compile(r"[0-9.]+|.*[:/].*")  # a host name has neither ':' nor '/'
+
+
+def breaks_header_line(text: str) -> bool:
+    """True when ``text``, as a header's value, would end its line early (header injection)."""
+    return any(c in text for c in "\r\n\0")
 
 
 def _is_network(entry: str) -> bool:

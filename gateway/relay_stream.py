@@ -35,7 +35,7 @@ from gateway.records import Outcome
 from gateway.relay_call import CallContext, ClientCall
 from gateway.tokens import estimate_request_tokens, estimate_text_tokens
 from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, start_stream, upstream_io
-from gateway.upstream.http1 import UpstreamAnswer
+from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
 
 log = logging.getLogger("gateway.relay")
@@ -264,14 +264,16 @@ class StreamRelay(Response):
         (the pump then ends it with the error frame)."""
         try:
             return self._transform.feed(self._first)
-        except _UNREADABLE:
-            self._unreadable()
+        except _UNREADABLE as exc:
+            self._unreadable(exc)
             return b""
 
-    def _unreadable(self) -> None:
-        # An upstream answer its translator cannot read: the stream is as good as cut.
-        log.warning("unreadable upstream stream from %s (request %s)", self._ctx.upstream,
-                    self._ctx.request_id, exc_info=True)
+    def _unreadable(self, exc: BaseException) -> None:
+        # An upstream answer its translator cannot read (or over a limit): the stream is as good
+        # as cut. One line naming the upstream; a traceback would say nothing about the upstream.
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        log.warning("unreadable upstream stream from %s: %s (request %s)", self._ctx.upstream, reason,
+                    self._ctx.request_id)
         self._broken = True
 
     async def _pump(self, send: Send) -> Outcome:
@@ -286,8 +288,8 @@ class StreamRelay(Response):
                             await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamFailure:
             self._broken = True
-        except _UNREADABLE:
-            self._unreadable()
+        except _UNREADABLE as exc:
+            self._unreadable(exc)
         tail = transform.close()
         outcome: Outcome = "success"
         if self._broken or not transform.complete:

@@ -28,8 +28,7 @@ import aiohttp
 import msgspec
 
 from gateway.storage.rows import TaskCallback
-from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination
-from gateway.upstream.resolver import is_address
+from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination, is_address
 
 if TYPE_CHECKING:
     from gateway.storage.base import Storage
@@ -68,6 +67,12 @@ class CallbackSender:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The guarded session: also where a result download's redirects go (``TaskHttp.open``)."""
+        assert self._session is not None, "the callback sender is not started"
+        return self._session
 
     async def attempt(self, url: str, body: bytes) -> Delivery:
         """One delivery attempt of ``body`` to ``url``."""

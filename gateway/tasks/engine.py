@@ -103,9 +103,9 @@ class TaskEngine:
         self.settings = gateway.config.tasks
         self.lease_s = lease_s  # how long a claimed task is this process's to poll
         self.refresh_timeout_s = refresh_timeout_s
-        self.http = TaskHttp(gateway.upstreams)
         self.guard = CallbackGuard(self.settings.callback_allowlist)
         self.sender = CallbackSender(self.guard)
+        self.http = TaskHttp(gateway.upstreams, lambda: self.sender.session, self.guard)
         self.outbox = CallbackOutbox(gateway.storage, self.sender, gateway.instance_id)
         self._poller: Poller | None = None
         self._rng = random.Random()

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-__all__ = ["CallbackGuard", "GuardedResolver", "UnsafeDestination"]
+__all__ = ["CallbackGuard", "GuardedResolver", "UnsafeDestination", "is_address"]
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -111,6 +111,15 @@ class CallbackGuard:
             return
         for address in await resolve(host, port):
             self.check_address(host, address)
+
+
+def is_address(host: str) -> bool:
+    """True for an IP literal (which aiohttp connects to without asking any resolver)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 async def resolve(host: str, port: int) -> list[str]:

@@ -18,14 +18,17 @@ from typing import TypeVar
 import aiohttp
 import msgspec
 import orjson
+from yarl import URL
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamHTTPError
 from gateway.money import scaled_cost
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
+from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
-from gateway.upstream.pool import USER_AGENT, UpstreamPool
+from gateway.upstream.client import USER_AGENT, AnswerTooLarge
+from gateway.upstream.pool import UpstreamPool
 
 __all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "poll_each", "prorated_charge",
            "query_batch", "refusal"]
@@ -77,6 +80,8 @@ def refusal(reply: TaskReply, *fallbacks: str) -> UpstreamHTTPError:
 # aiohttp writes a bytes body in one piece (and warns past 1 MB: it may hold the event loop); a file
 # object is sent in chunks. Video submissions carry inline media of up to 200 MB.
 _LARGE_BODY = 1024 * 1024
+MAX_REDIRECTS = 5  # hops a result download may take
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 def _payload(body: bytes | None) -> bytes | io.BytesIO | None:
@@ -84,16 +89,25 @@ def _payload(body: bytes | None) -> bytes | io.BytesIO | None:
 
 
 class TaskHttp:
-    """Stateless beyond the pool it sends through; one per engine."""
+    """Stateless beyond the pool it sends through (and, for redirects of downloads, the SSRF-guarded
+    session of callbacks); one per engine."""
 
-    def __init__(self, pool: UpstreamPool) -> None:
+    def __init__(self, pool: UpstreamPool, guarded: Callable[[], aiohttp.ClientSession] | None = None,
+                 guard: CallbackGuard | None = None) -> None:
         self._pool = pool
+        self._guarded = guarded
+        self._guard = guard
+
+    def _timeout(self, upstream: UpstreamConfig) -> aiohttp.ClientTimeout:
+        t = upstream.timeouts
+        return aiohttp.ClientTimeout(total=t.total_s, sock_connect=t.connect_s, sock_read=t.idle_s)
 
     async def call(self, upstream: UpstreamConfig, method: str, path: str, body: bytes | None = None,
                    *, request_id: str = "", timeout_s: float | None = None) -> TaskReply:
         """One request to ``upstream.base_url + path`` with the upstream's own credential, within
         its connect and first-byte timeouts (or ``timeout_s`` for the whole call when shorter).
-        Redirects are not followed (a task API answers JSON)."""
+        Redirects are not followed (a task API answers JSON: a 3xx is a failed call); the body is
+        read up to ``limits.upstream_body_bytes``."""
         headers = {"User-Agent": USER_AGENT}
         if request_id:
             headers[REQUEST_ID_HEADER] = request_id
@@ -105,14 +119,15 @@ class TaskHttp:
         limit = t.connect_s + t.first_byte_s
         if timeout_s is not None:
             limit = min(limit, timeout_s)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, sock_read=t.idle_s)
+        body_limit = self._pool.limits.upstream_body_bytes
         with upstream_io(upstream.name, f"on {method} {path.split('?', 1)[0]}"):
             async with asyncio.timeout(limit):
                 async with self._pool.session.request(method, url, data=_payload(body), headers=headers,
-                                                      timeout=timeout, allow_redirects=False) as resp:
-                    data = await resp.read()
+                                                      timeout=self._timeout(upstream),
+                                                      allow_redirects=False) as resp:
+                    data = await _read_within(resp, body_limit)
                     status = resp.status
-        if status in (401, 429) or status >= 500:
+        if status in (401, 429) or status >= 500 or 300 <= status < 400:
             raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status)
         return TaskReply(status, data)
 
@@ -121,23 +136,63 @@ class TaskHttp:
         """A GET whose body is streamed by the caller (a result file: read ``resp.content`` in
         chunks, never the whole body at once), within the connect and first-byte timeouts; later
         reads are bounded by the idle timeout. Redirects are followed by default (result files
-        often live behind one). The caller releases the response; a 401/429/5xx raises
-        ``UpstreamFailure`` (released here)."""
+        often live behind one), at most ``MAX_REDIRECTS``, and only through the SSRF guard of
+        callbacks, without the upstream's headers (its credential is for the upstream alone). The
+        caller releases the response; a 401/429/5xx raises ``UpstreamFailure`` (released here)."""
         headers = {"User-Agent": USER_AGENT}
         if request_id:
             headers[REQUEST_ID_HEADER] = request_id
         url, upstream_headers = self._pool.locate(upstream, path)
-        headers.update(upstream_headers)
+        timeout = self._timeout(upstream)
         t = upstream.timeouts
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=t.connect_s, sock_read=t.idle_s)
         with upstream_io(upstream.name, f"on GET {path.split('?', 1)[0]}"):
             async with asyncio.timeout(t.connect_s + t.first_byte_s):
-                resp = await self._pool.session.get(url, headers=headers, timeout=timeout,
-                                                    allow_redirects=follow_redirects)
+                resp = await self._pool.session.get(url, headers={**headers, **upstream_headers},
+                                                    timeout=timeout, allow_redirects=False)
+                hops = 0
+                while follow_redirects and resp.status in _REDIRECTS and "Location" in resp.headers:
+                    hops += 1
+                    resp.release()
+                    if hops > MAX_REDIRECTS:
+                        raise UpstreamError(f"The upstream redirected more than {MAX_REDIRECTS} times.")
+                    resp = await self._redirected(resp.url.join(URL(resp.headers["Location"])), headers,
+                                                  limits=timeout)
         if resp.status in (401, 429) or resp.status >= 500:
             resp.release()
             raise UpstreamFailure(upstream.name, f"answered HTTP {resp.status}", resp.status)
         return resp
+
+    async def _redirected(self, url: URL, headers: dict[str, str], *,
+                          limits: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        """A GET of where a download was redirected: a destination the upstream chose, so checked
+        like a callback's (public addresses only, unless allowed; on the addresses the connection
+        uses) and sent without the upstream's credential."""
+        if self._guarded is None or self._guard is None:
+            raise UpstreamError("The upstream redirected a download, and redirects are not followed here.")
+        try:
+            host, _ = self._guard.split(str(url))
+            if is_address(host) and not self._guard.host_allowed(host):
+                self._guard.check_address(host, host)
+            return await self._guarded().get(url, headers=headers, timeout=limits, allow_redirects=False)
+        except UnsafeDestination as exc:
+            raise UpstreamError(f"The upstream redirected the download to a refused place: {exc}") from exc
+        except aiohttp.ClientError as exc:
+            if isinstance(exc.__cause__ or exc.__context__, UnsafeDestination):
+                raise UpstreamError("The upstream redirected the download to a refused destination: "
+                                    f"{exc.__cause__ or exc.__context__}") from exc
+            raise
+
+
+async def _read_within(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """A whole body, refused past ``limit`` bytes (as read, after decompression)."""
+    parts: list[bytes] = []
+    size = 0
+    async for data in resp.content.iter_any():
+        size += len(data)
+        if size > limit:
+            raise AnswerTooLarge(f"the answer body is over {limit} bytes")
+        parts.append(data)
+    return b"".join(parts)
 
 
 async def poll_each(http: TaskHttp, upstream: UpstreamConfig, tasks: Sequence[TaskRecord],

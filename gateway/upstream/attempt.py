@@ -7,11 +7,12 @@ chunk). Only an ``UpstreamFailure`` (nothing reached the client yet: connect err
 the first byte, 401/429/5xx, a read that broke) moves on to the next target and cools the failed
 one down; an upstream's other 4xx is relayed (``relay_error``) in the client's envelope.
 
-The HTTP clients' errors are turned into gateway errors here and nowhere else: ``upstream_io`` maps
-the text relay's ``UpstreamConnectionError`` (``gateway.upstream.http1``), media tasks'
-``aiohttp.ClientError`` and ``TimeoutError`` to ``UpstreamFailure`` (``raise ... from exc``), both
-before the first byte and in the middle of a relayed stream (where the relay ends the stream as
-cut instead of failing over).
+The HTTP client's errors are turned into gateway errors here and nowhere else: ``upstream_io`` maps
+``aiohttp.ClientError``, the client's own ``UpstreamConnectionError`` (an answer over a limit,
+``gateway.upstream.client``) and ``TimeoutError`` to ``UpstreamFailure`` (``raise ... from exc``),
+both before the first byte and in the middle of a relayed stream (where the relay ends the stream
+as cut instead of failing over). An answer that is not final (1xx) or a redirect (3xx) is a failed
+attempt: a text upstream is called at its configured URL only.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from gateway.errors import GatewayError, UpstreamError, UpstreamHTTPError
 from gateway.observe import current_request_id
 from gateway.secrets_scrub import scrub_secrets
 from gateway.translation import EmbeddingFrontend, UpstreamCall
-from gateway.upstream.http1 import UpstreamAnswer, UpstreamConnectionError
+from gateway.upstream.client import UpstreamAnswer, UpstreamConnectionError
 
 if TYPE_CHECKING:
     from gateway.relay_call import CallContext, ClientCall
@@ -39,7 +40,7 @@ T = TypeVar("T")
 log = logging.getLogger("gateway.upstream")
 
 REQUEST_ID_HEADER = "X-Service-Request-Id"
-_REQUEST_ID_LINE = REQUEST_ID_HEADER.encode() + b": %b\r\n"
+_REASON_MAX = 200  # characters of a client error's own text kept in a failure's reason
 
 Reader = Callable[["Target", UpstreamAnswer], Awaitable[T]]
 
@@ -80,28 +81,44 @@ class upstream_io:  # lower case: used like a function, ``with upstream_io(name,
         if isinstance(exc, TimeoutError):
             raise UpstreamFailure(self._name, f"timed out {self._doing}") from exc
         if isinstance(exc, (UpstreamConnectionError, aiohttp.ClientError)):
-            raise UpstreamFailure(self._name, f"failed {self._doing} ({type(exc).__name__})") from exc
+            raise UpstreamFailure(self._name, f"failed {self._doing} ({_describe(exc)})") from exc
         return False
+
+
+def _describe(exc: BaseException) -> str:
+    """A client error in a line, without the URL some of aiohttp's messages carry (a base URL may
+    hold a credential in its query)."""
+    if isinstance(exc, aiohttp.ClientResponseError):
+        text = exc.message
+    elif isinstance(exc, (aiohttp.ClientConnectorError, UpstreamConnectionError)):
+        text = str(exc)
+    else:
+        text = ""
+    text = " ".join(text.split())[:_REASON_MAX]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall, request_id: str,
                         on_sent: Callable[[], None] | None = None) -> UpstreamAnswer:
     """Send one request and wait for the response headers (first byte), within the upstream's
     connect and first-byte timeouts; later reads are bounded by its idle timeout. Retryable
-    failures raise UpstreamFailure: connection errors, timeouts, 429, 5xx, and 401 (the upstream
-    refuses the gateway's own credential: an operator's problem, never relayed, since vendors echo
-    parts of the key in that message). A 2xx or other 4xx response is returned open (the caller
-    releases it). ``on_sent``: called once the request is on its way (``Http1Client.post``)."""
+    failures raise UpstreamFailure: connection errors, timeouts, an answer over a limit, a 1xx or
+    3xx answer, 429, 5xx, and 401 (the upstream refuses the gateway's own credential: an operator's
+    problem, never relayed, since vendors echo parts of the key in that message). A 2xx or other
+    4xx response is returned open (the caller releases it). ``on_sent``: called as the request
+    leaves (``UpstreamClient.request``)."""
     upstream = target.upstream
     destination = pool.destination(upstream, call.path, target.upstream_model)
-    head = destination.head_with(call.headers) + _REQUEST_ID_LINE % request_id.encode()
-    timeouts = upstream.timeouts
+    headers = destination.headers_with(call.headers)
+    headers[REQUEST_ID_HEADER] = request_id
     with upstream_io(upstream.name, "before the first byte"):
-        response = await pool.http.post(destination.origin, head, call.body, connect_s=timeouts.connect_s,
-                                        first_byte_s=timeouts.first_byte_s, idle_s=timeouts.idle_s,
-                                        on_sent=on_sent)
-    if response.status in (401, 429) or response.status >= 500:
-        status = response.status
+        response = await pool.http.request("POST", destination, headers, call.body, upstream.timeouts,
+                                           on_sent=on_sent)
+    status = response.status
+    if status < 200 or 300 <= status < 400:
+        response.close()  # not an answer to this call: never followed, never read
+        raise UpstreamFailure(upstream.name, f"answered HTTP {status}, not a final answer", status)
+    if status in (401, 429) or status >= 500:
         try:
             with upstream_io(upstream.name, "reading an error answer"):
                 await response.read()

@@ -1,6 +1,6 @@
-"""Upstreams: which ones may serve a model, in what order, and the pooled HTTP clients: the text
-relay's own HTTP/1.1 client (``gateway.upstream.http1``) and the aiohttp session of media tasks
-(requests are sent, and their failures mapped, by ``gateway.upstream.attempt``).
+"""Upstreams: which ones may serve a model, in what order, and the one pooled HTTP client of every
+call to them (``gateway.upstream.client``; requests are sent, and their failures mapped, by
+``gateway.upstream.attempt``).
 
 Routing: candidates by ``priority`` (lower first), shuffled by ``weight`` among equals. An upstream
 that failed (connect error, timeout, 429, 5xx) is cooled down for ``routing.cooldown_s``: it moves
@@ -19,14 +19,14 @@ from urllib.parse import urlsplit
 import aiohttp
 import msgspec
 
-from gateway.config import Config, UpstreamConfig
+from gateway.config import Config, LimitsConfig, UpstreamConfig
 from gateway.errors import UpstreamError
+from gateway.secrets_scrub import without_empty_credentials
 from gateway.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
+from gateway.upstream.client import USER_AGENT, Destination, UpstreamClient
 from gateway.upstream.health import UpstreamHealth
-from gateway.upstream.http1 import ACCEPT_ENCODING, Destination, Http1Client
 
 LOCATED_MAX = 4096  # text call destinations remembered per pool; later ones are made each time
-USER_AGENT = "model-gateway/0.1"
 
 
 class UrlStyle(Protocol):
@@ -79,25 +79,17 @@ class UpstreamPool:
         # Since start, per upstream (``/metrics``): failed attempts, and how often it was cooled down.
         self.failures_total: defaultdict[str, int] = defaultdict(int)
         self.cooldowns_total: defaultdict[str, int] = defaultdict(int)
-        self._session: aiohttp.ClientSession | None = None
-        self.http = Http1Client()  # the text relay's (``gateway.upstream.attempt``)
+        self.http = UpstreamClient(config.limits)
         self._rng = random.Random()
         # (upstream, path, model) -> where a text call goes: this pool's config never changes (a
         # reload makes a new pool), and the same few calls are made on every request.
         self._destinations: dict[tuple[str, str, str], Destination] = {}
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=1024, limit_per_host=512, ttl_dns_cache=300,
-                                         keepalive_timeout=60, enable_cleanup_closed=True)
-        # Timeouts are set per request from each upstream's config; no total limit on streams.
-        self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None),
-                                              auto_decompress=True, skip_auto_headers=("User-Agent",))
+        await self.http.start()
 
     async def stop(self) -> None:
-        self.http.close()
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self.http.stop()
 
     # --- routing ----------------------------------------------------------------------------------
 
@@ -167,19 +159,19 @@ class UpstreamPool:
         else:
             url = join_url(upstream.base_url, path, str(getattr(adapter, "version_prefix", "")))
             headers = adapter.auth_headers(upstream.api_key)
-        return url, {**headers, **upstream.headers}
+        # No api_key: no empty credential header, so that basic auth from the URL's userinfo applies.
+        return url, without_empty_credentials({**headers, **upstream.headers})
 
     def destination(self, upstream: UpstreamConfig, path: str, upstream_model: str) -> Destination:
-        """Where a text call goes (``locate``), with the head every such call sends: a JSON body,
-        the gateway's User-Agent, the codings the client decodes (without it an upstream may pick
-        any), then the upstream's headers. Kept: the same few recur."""
+        """Where a text call goes (``locate``), with the headers every such call sends: a JSON
+        body, the gateway's User-Agent, then the upstream's headers. Kept: the same few recur."""
         key = (upstream.name, path, upstream_model)
         found = self._destinations.get(key)
         if found is None:
             url, headers = self.locate(upstream, path, upstream_model)
             try:
                 found = Destination(url, {"Content-Type": "application/json", "User-Agent": USER_AGENT,
-                                          "Accept-Encoding": ACCEPT_ENCODING, **headers})
+                                          **headers})
             except ValueError as exc:
                 raise UpstreamError(f"Upstream {upstream.name!r}: {exc}.") from exc
             if len(self._destinations) < LOCATED_MAX:
@@ -207,8 +199,13 @@ class UpstreamPool:
         return cast(UpstreamAdapter, adapter)
 
     @property
+    def limits(self) -> LimitsConfig:
+        return self._config.limits
+
+    @property
     def session(self) -> aiohttp.ClientSession:
-        """The one pooled HTTP client (requests are sent by ``gateway.upstream.attempt``)."""
-        if self._session is None:
-            raise UpstreamError("The upstream client is not started.")
-        return self._session
+        """The pooled aiohttp session of media tasks' calls (``gateway.tasks.upstream``)."""
+        try:
+            return self.http.session
+        except RuntimeError as exc:
+            raise UpstreamError("The upstream client is not started.") from exc

@@ -16,16 +16,17 @@ from gateway.canonical import ChatRequest
 from gateway.relay_call import ClientCall
 from gateway.translation import RequestView
 from gateway.upstream.attempt import UpstreamFailure, upstream_io
-from gateway.upstream.http1 import ConnectFailed, Disconnected, MalformedAnswer
+from gateway.upstream.client import AnswerTooLarge
 from translators.chat.frontend import CHAT
 
 ROOT = Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize(("error", "reason"), [
-    (ConnectFailed("refused"), "failed connecting (ConnectFailed)"),
-    (Disconnected("gone"), "failed connecting (Disconnected)"),
-    (MalformedAnswer("not HTTP"), "failed connecting (MalformedAnswer)"),
+    (AnswerTooLarge("over 5 bytes"), "failed connecting (AnswerTooLarge: over 5 bytes)"),
+    (aiohttp.ClientResponseError(None, (), status=400,  # type: ignore[arg-type]
+                                 message="Got more than 8190 bytes\n"),
+     "failed connecting (ClientResponseError: Got more than 8190 bytes)"),
     (aiohttp.ClientConnectionError("refused"), "failed connecting (ClientConnectionError)"),
     (aiohttp.ServerDisconnectedError(), "failed connecting (ServerDisconnectedError)"),
     (TimeoutError(), "timed out connecting"),
@@ -52,8 +53,7 @@ def test_client_errors_are_mapped_in_attempt_only() -> None:
         tree = ast.parse((ROOT / name).read_text())
         handlers = [ast.unparse(h.type) for h in ast.walk(tree)
                     if isinstance(h, ast.ExceptHandler) and h.type is not None]
-        client_errors = ("aiohttp", "TimeoutError", "UpstreamConnectionError", "ConnectFailed",
-                         "Disconnected", "MalformedAnswer", "OSError")
+        client_errors = ("aiohttp", "TimeoutError", "UpstreamConnectionError", "AnswerTooLarge", "OSError")
         assert not [h for h in handlers if any(word in h for word in client_errors)], (name, handlers)
 
 

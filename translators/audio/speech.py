@@ -25,7 +25,7 @@ from gateway.records import Outcome
 from gateway.relay_call import CallContext
 from gateway.translation import UpstreamCall
 from gateway.upstream.attempt import UpstreamFailure, attempt, start_stream, upstream_io
-from gateway.upstream.http1 import UpstreamAnswer
+from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
 from translators.audio import billing
 from translators.audio.family import FAMILY, SPEECH

@@ -24,7 +24,7 @@ from gateway.records import Principal
 from gateway.relay_call import CallContext
 from gateway.translation import UpstreamCall
 from gateway.upstream.attempt import attempt, read_body
-from gateway.upstream.http1 import UpstreamAnswer
+from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
 from translators.audio import billing
 from translators.audio.family import FAMILY, TRANSCRIPTIONS, TRANSLATIONS
