@@ -37,13 +37,8 @@ def print_config_errors(exc: ConfigError) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from gateway.optional_deps import missing_server_error
     from gateway.serve import serve
 
-    missing = missing_server_error(args.server)  # uvicorn and hypercorn are extras
-    if missing is not None:
-        print(missing, file=sys.stderr)
-        return 2
     return serve(args.config, host=args.host, port=args.port, workers=args.workers, server=args.server)
 
 

@@ -1,10 +1,10 @@
 """The optional extras of the package, and the one line that names a missing one.
 
-The default (`pip install model-gateway`: granian, SQLite) needs none of them. A config or a
-command line that asks for one that is not installed is refused before anything starts, with the
-pip line that installs it, instead of an ImportError traceback from deep inside a worker. The
-modules themselves are imported only where they are used (gateway/storage/postgres.py,
-gateway/auth.py, gateway/ratelimit.py, gateway/servers.py).
+The default (`pip install model-gateway`: granian, SQLite) needs none of them. A config that asks
+for asyncpg or redis when it is not installed is refused before anything starts, with the pip line
+that installs it, instead of an ImportError traceback from deep inside a worker; both are imported
+only where they are used (gateway/storage/postgres.py, gateway/auth.py, gateway/ratelimit.py). The
+servers' extras are checked by gateway/servers.py (``not_installed``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ class Extra(NamedTuple):
 
 POSTGRES = Extra("asyncpg", "postgres", "the PostgreSQL driver")
 REDIS = Extra("redis", "redis", "the Redis client")
-SERVER_EXTRAS = {"uvicorn": Extra("uvicorn", "uvicorn", "uvicorn"),
-                 "hypercorn": Extra("hypercorn", "hypercorn", "hypercorn")}
 
 
 def installed(module: str) -> bool:
@@ -53,10 +51,3 @@ def missing_extra_errors(config: Config) -> list[str]:
         errors.append(_needs("redis:", REDIS))
     return errors
 
-
-def missing_server_error(server: str) -> str | None:
-    """The line for ``gateway serve --server NAME`` when NAME's extra is not installed."""
-    extra = SERVER_EXTRAS.get(server)
-    if extra is None or installed(extra.module):
-        return None
-    return _needs(f"--server {server}", extra)
