@@ -3,19 +3,34 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# Reinstalled when the dependencies or their pins change (the stamp's name is their checksum).
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench bench-compare bench-servers lint install
+.PHONY: run test bench bench-compare bench-servers lint install lock
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+# Every extra (test: the suite; dev: lint and types; bench), at the versions of constraints.txt.
+$(STAMP): $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,dev,bench]'
 	@rm -f $(VENV)/.installed-*; touch $(STAMP)
 
 install: $(STAMP)
+
+# `make lock` regenerates constraints.txt: a scratch virtualenv takes the newest versions
+# pyproject.toml's ranges allow for the project and all its extras, and pip freeze pins them
+# (the project itself left out). Then `make lint test`, and commit constraints.txt if they pass.
+lock:
+	@scratch=$$(mktemp -d) && trap 'rm -rf "$$scratch"' EXIT && \
+	$(PY) -m venv "$$scratch" && \
+	"$$scratch/bin/python" -m pip install -q --upgrade pip && \
+	"$$scratch/bin/python" -m pip install -q -e '.[test,dev,bench]' && \
+	{ sed -n '/^#/p' constraints.txt; \
+	  "$$scratch/bin/python" -m pip freeze --all --exclude-editable | grep -v '^pip=='; } > constraints.txt.new && \
+	mv constraints.txt.new constraints.txt
+	@echo "constraints.txt regenerated: git diff constraints.txt, then make lint test"
 
 run: $(STAMP)
 	$(BIN)/gateway serve --config config/gateway.yaml
