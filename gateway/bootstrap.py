@@ -12,6 +12,7 @@ from typing import NamedTuple
 from gateway.admin_api import AdminOps, KeyCreate, UserCreate
 from gateway.config import Config
 from gateway.http import new_request_id
+from gateway.secrets_scrub import redact_url
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 
@@ -79,8 +80,10 @@ def demo_banner(creds: DemoCredentials, base_url: str) -> str:
 def startup_summary(config: Config, plugins: list[str], where: str) -> str:
     """The start-up log line: what this gateway loaded and will route to, so that a wrong config
     (a missing plugin, an upstream pointed at the wrong place) shows before the first request."""
-    upstreams = ", ".join(f"{up.name} ({up.protocol}, {up.base_url}, {len(up.model_map())} models)"
-                          for up in config.upstreams) or "none"
+    # The URL without its credentials (user:pass@, ?key=): this line goes to every log shipper.
+    upstreams = ", ".join(
+        f"{up.name} ({up.protocol}, {redact_url(up.base_url)}, {len(up.model_map())} models)"
+        for up in config.upstreams) or "none"
     models = ", ".join(m.id for m in config.models) or "none"
     return (f"starting gateway: {where}; plugins: {', '.join(plugins) or 'none'}; "
             f"upstreams: {upstreams}; models: {models}")

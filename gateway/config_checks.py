@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from gateway.secrets_scrub import redact_url
+
 if TYPE_CHECKING:
     from gateway.config import Config, UpstreamConfig
 
@@ -51,14 +53,18 @@ def semantic_errors(config: Config) -> list[str]:
     names: set[str] = set()
     for i, up in enumerate(config.upstreams):
         where = f"upstreams[{i}]"
+        shown = redact_url(up.base_url)  # an error line may be pasted anywhere: no credentials
         if up.name in names:
             errors.append(f"{where}.name: duplicate upstream name {up.name!r}")
         names.add(up.name)
-        parts = urlsplit(up.base_url)
+        try:
+            parts = urlsplit(up.base_url)
+        except ValueError:  # a stray bracket: no URL at all
+            parts = urlsplit("")
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            errors.append(f"{where}.base_url: must be an http(s) URL, got {up.base_url!r}")
+            errors.append(f"{where}.base_url: must be an http(s) URL, got {shown!r}")
         if parts.query or parts.fragment:
-            errors.append(f"{where}.base_url: must not have a query or fragment, got {up.base_url!r}")
+            errors.append(f"{where}.base_url: must not have a query or fragment, got {shown!r}")
         if up.weight < 1:
             errors.append(f"{where}.weight: must be at least 1")
         for header, value in up.headers.items():
