@@ -44,6 +44,7 @@ import msgspec
 from gateway.errors import GatewayError, InvalidRequest, NotFound, UpstreamError
 from gateway.ratelimit import admit_call
 from gateway.records import Principal, RequestLog
+from gateway.secrets_scrub import SecretScrubber
 from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
 from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
 from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, Submitted, TaskFamily
@@ -109,6 +110,8 @@ class TaskEngine:
         self.outbox = CallbackOutbox(gateway.storage, self.sender, gateway.instance_id)
         self._poller: Poller | None = None
         self._rng = random.Random()
+        # Upstream words kept on tasks (failure reasons, results) are shown to clients and callbacks.
+        self.scrubber = SecretScrubber.of_config(gateway.config)
 
     # --- life cycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -344,7 +347,7 @@ class TaskEngine:
                      log_status: int = 200) -> TaskRecord | None:
         changes: dict[str, Any] = {**extra, "status": snap.status, "progress": snap.progress}
         if snap.result_json is not None:
-            changes["result_json"] = snap.result_json
+            changes["result_json"] = self.scrubber.scrub(snap.result_json)
         if snap.phase in ("running", "succeeded") and task.started_at is None:
             changes["started_at"] = now
         settlement: Settlement | None = None
@@ -356,7 +359,7 @@ class TaskEngine:
             charge = min(max(snap.charge_nano if snap.charge_nano is not None else price, 0),
                          task.reserved_nano) if succeeded else 0
             if not succeeded:
-                changes["fail_reason"] = snap.fail_reason or "the task failed"
+                changes["fail_reason"] = self.scrubber.scrub(snap.fail_reason or "the task failed")
             if task.billing_status == "reserved":
                 changes["billing_status"] = "charged" if succeeded else "refunded"
                 changes["charged_nano"] = charge

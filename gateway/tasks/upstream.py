@@ -23,6 +23,7 @@ from yarl import URL
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamHTTPError
 from gateway.money import scaled_cost
+from gateway.secrets_scrub import scrub_secrets
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address
@@ -73,7 +74,8 @@ def error_message(body: bytes, *fallbacks: str) -> str:
 def refusal(reply: TaskReply, *fallbacks: str) -> UpstreamHTTPError:
     """An upstream's 4xx answer as the client's error: its status and message (``error_message``),
     or a message naming the status when the body has none."""
-    message = error_message(reply.body, *fallbacks) or f"The upstream answered HTTP {reply.status}."
+    message = (scrub_secrets(error_message(reply.body, *fallbacks))
+               or f"The upstream answered HTTP {reply.status}.")
     return UpstreamHTTPError(reply.status, message)
 
 

@@ -41,6 +41,7 @@ from gateway.canonical import (
     Usage,
 )
 from gateway.errors import UpstreamError
+from gateway.secrets_scrub import scrub_secrets
 from gateway.translation import UpstreamCall
 from gateway.wire.data_url import data_url
 from translators.chat.azure import AZURE
@@ -80,7 +81,7 @@ class ChatAdapter:
         except msgspec.MsgspecError as exc:
             raise UpstreamError("The upstream answered with a body that is not a chat completion.") from exc
         if answer.error is not None:
-            raise UpstreamError(f"The upstream reported an error: {_error_text(answer.error)}")
+            raise UpstreamError(f"The upstream reported an error: {scrub_secrets(_error_text(answer.error))}")
         candidates = [_candidate(choice) for choice in answer.choices or []]
         return ChatResponse(id=answer.id or wire_id("chatcmpl-", None), model=answer.model or request.model,
                             created=int(answer.created or 0) or now(), candidates=candidates,

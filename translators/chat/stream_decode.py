@@ -26,6 +26,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
+from gateway.secrets_scrub import scrub_secrets
 from gateway.wire.sse import SSEParser
 from translators.chat.mapping import now, stop_reason, usage_from_wire, wire_id
 from translators.chat.wire import ChoiceView, MessageView, ToolCallView, answer_decoder
@@ -106,7 +107,7 @@ class ChatStreamDecoder:
         except msgspec.MsgspecError:
             return  # a keep-alive or vendor event that is not a chunk
         if chunk.error is not None:
-            self.error = _error_text(chunk.error)
+            self.error = scrub_secrets(_error_text(chunk.error))
             return
         if not self._started:
             self._started = True

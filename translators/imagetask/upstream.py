@@ -15,6 +15,7 @@ import msgspec
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.secrets_scrub import scrub_secrets
 from gateway.storage.rows import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
@@ -49,7 +50,7 @@ async def submit(http: TaskHttp, upstream: UpstreamConfig, kind: str, body: Upst
         raise UpstreamError("The image-task upstream answered a submission in an unknown shape.") from exc
     if answer.code not in (1, 22) or answer.result in (None, ""):
         reason = answer.description or f"The upstream refused the task (code {answer.code})."
-        raise UpstreamHTTPError(400, reason)
+        raise UpstreamHTTPError(400, scrub_secrets(reason))
     status = "NOT_START" if answer.code == 22 else "SUBMITTED"  # 22: in the upstream's queue
     return Submitted(str(answer.result), Snapshot(status=status, phase="queued", progress="0%"))
 

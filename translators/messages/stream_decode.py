@@ -34,6 +34,7 @@ from gateway.canonical import (
     ToolArgsDelta,
     UsageReport,
 )
+from gateway.secrets_scrub import scrub_secrets
 from gateway.wire.sse import SSEEvent, SSEParser
 from translators.messages import wire
 from translators.messages.mapping import merge_usage, stop_reason_in, usage_in
@@ -111,7 +112,8 @@ class MessagesStreamDecoder:
             out.append(self._report())
         elif kind == "error":
             error = event.error or wire.StreamError()
-            self.error_message = f"{error.type}: {error.message}" if error.message else error.type
+            said = f"{error.type}: {error.message}" if error.message else error.type
+            self.error_message = scrub_secrets(said)
 
     def _block_start(self, event: wire.StreamEventView, out: list[StreamEvent]) -> None:
         block, upstream_index = event.content_block, event.index

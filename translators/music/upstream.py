@@ -13,6 +13,7 @@ import msgspec
 
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamHTTPError
+from gateway.secrets_scrub import scrub_secrets
 from gateway.storage.rows import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase
@@ -41,7 +42,8 @@ async def submit(http: TaskHttp, upstream: UpstreamConfig, body: UpstreamBody, r
     except msgspec.DecodeError as exc:
         raise UpstreamError("The music upstream answered a submission in an unknown shape.") from exc
     if answer.code != "success" or not answer.data:
-        raise UpstreamHTTPError(400, answer.message or f"The upstream refused the task (code {answer.code}).")
+        raise UpstreamHTTPError(400, scrub_secrets(answer.message)
+                                or f"The upstream refused the task (code {answer.code}).")
     return Submitted(answer.data, Snapshot(status="PENDING", phase="queued", progress="0"))
 
 
