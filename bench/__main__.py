@@ -7,7 +7,8 @@ Environment: BENCH_QUICK=1 (or ``make bench QUICK=1``: about 3 minutes, concurre
 BENCH_SECONDS (of one measurement; default 2), BENCH_ROUNDS (each figure is the median of this many
 rounds, the targets measured in turn; default 3),
 BENCH_COMPARE=1 (``make bench-compare``: adds the LiteLLM proxy), BENCH_SCALE=0 (skip the
-100,000-key / 1,000-model check), BENCH_OUT (the results file).
+100,000-key / 1,000-model check), BENCH_HTTPS=0 (skip the HTTPS upstream), BENCH_STREAMS (how many
+slow streams at once; default 2,000; 0 skips them), BENCH_OUT (the results file).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bench import compare, measure, procs, report, wrk
+from bench import compare, https_upstream, measure, procs, report, slow_streams, wrk
 from bench.measure import Target
 from bench.scenarios import PACED, Scenario, all_scenarios
 from gateway.servers import DEFAULT_SERVER
@@ -41,6 +42,10 @@ async def _make_key(base: str) -> str:
             return str((await r.json())["key"])
 
 
+def _key(base: str) -> str:
+    return asyncio.run(_make_key(base))
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -58,6 +63,7 @@ def main() -> int:
     run = report.Run(server=server, quick=quick, seconds=seconds, rounds=rounds, started=time.time())
     scenarios = all_scenarios(32, long_tokens)
     paced = {s.name: s for s in all_scenarios(32, long_tokens, PACED)}
+    procs.raise_fd_limit()  # every process started inherits it: the slow streams hold thousands of sockets
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         log = tmp / "processes.log"
@@ -70,7 +76,7 @@ def main() -> int:
             started.append(gateway)
             floor = procs.start_floor(server, floor_port, sim_base, log)
             started.append(floor)
-            key = asyncio.run(_make_key(f"http://127.0.0.1:{gw_port}"))
+            key = _key(f"http://127.0.0.1:{gw_port}")
             direct = Target("direct", sim_base, None, "sk-sim", True)
             floor_t = Target("floor", f"http://127.0.0.1:{floor_port}", floor.pid, "none", True)
             gw = Target("gateway", f"http://127.0.0.1:{gw_port}", gateway.pid, key, False)
@@ -94,6 +100,16 @@ def main() -> int:
                     d, f, g = measure.ttft_p50_ms((direct, floor_t, gw), paced[scenario.name], total, rounds)
                     run.ttft[scenario.name] = (d, f, g)
             run.peak_rss = {"gateway": procs.rss_mb(gateway.pid), "floor": procs.rss_mb(floor.pid)}
+            if os.environ.get("BENCH_HTTPS", "1") != "0":
+                run.https = https_upstream.run(tmp, sim_base, server, ADMIN_KEY, _key, log, scenarios[0],
+                                               (1, 16), seconds, rounds)
+                for row in run.https:
+                    _say("https " + report.console_line(row))
+            streams = int(os.environ.get("BENCH_STREAMS", "2000"))
+            if streams:
+                run.slow = slow_streams.run(tmp, sim_port, server, ADMIN_KEY, _key, log, count=streams,
+                                            tokens=40, rounds=rounds, upstream_pid=started[1].pid)
+                _say(report.slow_line(run.slow))
             if os.environ.get("BENCH_SCALE", "1") != "0":
                 run.scale = _scale(tmp, sim_port, gw, scenarios[0], seconds * 2, log)
             if os.environ.get("BENCH_COMPARE", "") not in ("", "0"):
@@ -122,7 +138,7 @@ def _scale(tmp: Path, sim_port: int, small: Target, scenario: Scenario, seconds:
     config = procs.write_config(tmp, "large", port, sim_port, ADMIN_KEY, extra_models=1000)
     big = procs.start_gateway(config, port, os.environ.get("BENCH_SERVER", DEFAULT_SERVER), log)
     try:
-        key = asyncio.run(_make_key(f"http://127.0.0.1:{port}"))
+        key = _key(f"http://127.0.0.1:{port}")
         procs.add_keys(tmp / "large.db", 100_000)
         large = Target("gateway-large", f"http://127.0.0.1:{port}", big.pid, key, False)
         measure.check(large, scenario)

@@ -5,6 +5,7 @@ granian and multi-worker servers serve from child processes)."""
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import sqlite3
 import subprocess
@@ -12,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.scenarios import PACED
+from bench.scenarios import PACED, SLOW
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +23,17 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def raise_fd_limit() -> int:
+    """The soft limit of open files raised to the hard one (children inherit it): the 2,000 slow
+    streams hold 2,000 client and 2,000 upstream sockets in one relay. The new soft limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = max(soft, 65536)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
@@ -118,22 +130,33 @@ def start_upstream(port: int, log: Path) -> list[subprocess.Popen[bytes]]:
     sim_port = free_port()
     sim = start_simulator(sim_port, 0.0, log)
     try:
-        replay = _spawn(["-m", "bench.replay", str(port), f"http://127.0.0.1:{sim_port}"], log)
-        wait_listening(port, replay)
+        replay = start_replay(port, f"http://127.0.0.1:{sim_port}", log)
     except BaseException:
         stop(sim)
         raise
     return [sim, replay]
 
 
-def start_floor(server: str, port: int, upstream: str, log: Path) -> subprocess.Popen[bytes]:
-    proc = _spawn(["-m", "bench.floor", server, str(port)], log, {"BENCH_FLOOR_UPSTREAM": upstream})
+def start_replay(port: int, simulator: str, log: Path,
+                 tls: tuple[Path, Path] | None = None) -> subprocess.Popen[bytes]:
+    """A replaying front (bench/replay.py) of ``simulator`` on ``port``; over TLS with ``tls``
+    (the server's certificate chain and key, PEM files)."""
+    proc = _spawn(["-m", "bench.replay", str(port), simulator, *(str(p) for p in tls or ())], log)
     wait_listening(port, proc)
     return proc
 
 
-def start_gateway(config: Path, port: int, server: str, log: Path) -> subprocess.Popen[bytes]:
-    proc = _spawn(["-m", "gateway", "serve", "--config", str(config), "--server", server], log)
+def start_floor(server: str, port: int, upstream: str, log: Path,
+                env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    proc = _spawn(["-m", "bench.floor", server, str(port)], log,
+                  {"BENCH_FLOOR_UPSTREAM": upstream, **(env or {})})
+    wait_listening(port, proc)
+    return proc
+
+
+def start_gateway(config: Path, port: int, server: str, log: Path,
+                  env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    proc = _spawn(["-m", "gateway", "serve", "--config", str(config), "--server", server], log, env)
     wait_listening(port, proc)
     return proc
 
@@ -151,10 +174,11 @@ def start_litellm(config: Path, port: int, log: Path) -> subprocess.Popen[bytes]
 
 
 def write_config(directory: Path, name: str, port: int, sim_port: int, admin_key: str,
-                 extra_models: int = 0) -> Path:
+                 extra_models: int = 0, upstream: str | None = None) -> Path:
     """The bench config: one upstream per protocol plus the cross-protocol routes of the
-    translated scenarios; ``extra_models`` more catalogue entries for the scale check."""
-    sim = f"http://127.0.0.1:{sim_port}"
+    translated scenarios; ``extra_models`` more catalogue entries for the scale check; every
+    upstream at ``upstream`` when given (the HTTPS front), else on ``sim_port`` of the loopback."""
+    sim = upstream or f"http://127.0.0.1:{sim_port}"
     price = "{input_per_mtok: 3, output_per_mtok: 15}"
     extra = "".join(f"  - {{id: extra-{i}, price: {price}}}\n" for i in range(extra_models))
     extra_ids = ", ".join(f"extra-{i}" for i in range(extra_models))
@@ -163,6 +187,7 @@ def write_config(directory: Path, name: str, port: int, sim_port: int, admin_key
         ("sim-chat", "{input_per_mtok: 0.5, output_per_mtok: 1.5}"), ("sim-claude", price),
         ("sim-gemini", price), ("sim-embed", "{input_per_mtok: 0.02}"), ("claude-on-chat", price),
         ("gemini-on-chat", price), ("chat-on-messages", price)))
+    models += f"  - {{id: sim-chat{SLOW}, price: {{input_per_mtok: 0.5, output_per_mtok: 1.5}}}}\n"
     text = f"""
 listen: {{host: 127.0.0.1, port: {port}}}
 database: sqlite:///{directory}/{name}.db
@@ -172,7 +197,7 @@ logging: {{access_log: false}}
 models:
 {models}{extra}upstreams:
   - {{name: sim-openai, protocol: chat, base_url: "{sim}", api_key: sk-sim,
-     models: [sim-chat, sim-embed, sim-chat{p}, sim-embed{p}]}}
+     models: [sim-chat, sim-embed, sim-chat{p}, sim-embed{p}, sim-chat{SLOW}]}}
   - {{name: sim-openai-x, protocol: chat, base_url: "{sim}", api_key: sk-sim,
      models: {{claude-on-chat: sim-chat, gemini-on-chat: sim-chat, claude-on-chat{p}: sim-chat{p},
               gemini-on-chat{p}: sim-chat{p}}}}}

@@ -7,10 +7,15 @@ relays (gateway, floor, LiteLLM) then say more about the simulator than about th
 stands in front of it: the first time it sees a request (method, target, body) it forwards it to
 the simulator, keeps the answer, and from then on answers the same request with the same bytes at
 once. A stream is replayed as the simulator sent it: one write per SSE event, back to back when the
-simulator had no token delay, with the pauses it made when it had one (``tok<MS>`` in the model id,
-which the bench's time-to-first-byte streams use), and paused while the reader is behind.
+simulator had no token delay, with the pauses it was asked for when it had one (``tok<MS>`` in the
+model id, which the bench's time-to-first-byte streams use), and paused while the reader is behind.
+A request that asked the simulator to wait before its first byte (``ttft<MS>`` in the model id: the
+bench's slow streams) waits as long before each replay of its answer. Both waits are replayed as
+asked, not as the simulator's timers happened to fire while recording: two relays' requests are
+recorded apart, and their answers must still come at the same pace, to the millisecond.
 
-``python -m bench.replay PORT SIMULATOR_BASE``; ``GET /replay/stats`` tells how many answers were
+``python -m bench.replay PORT SIMULATOR_BASE [CERT_CHAIN_PEM KEY_PEM]`` (with the PEM files: over
+TLS, the bench's HTTPS upstream); ``GET /replay/stats`` tells how many answers were
 recorded and replayed (a relay whose upstream request changed from call to call would show one
 recording per call).
 """
@@ -18,6 +23,8 @@ recording per call).
 from __future__ import annotations
 
 import asyncio
+import re
+import ssl
 import sys
 import time
 from dataclasses import dataclass
@@ -36,13 +43,27 @@ _SKIP_HEADERS = frozenset({b"host", b"content-length", b"connection", b"accept-e
 # A pause between two events of a recorded stream shorter than this is the simulator's own work,
 # not a pace it was asked for (``tok<MS>`` in the model id): replayed back to back.
 MIN_GAP_S = 0.0003
+# The simulator's pacing options in a model id (the target of a v1beta call, the body of the
+# others): ``ttft<MS>`` before the first byte, ``tok<MS>`` between two tokens.
+_PACE_OPTION = re.compile(rb"-(ttft|tok)(\d+)")
 
 
 @dataclass
 class Answer:
     first: bytes  # the head, and the whole body unless it is a stream
     frames: list[bytes]  # a stream's body: one chunk frame per SSE event, then the last chunk
-    gaps: list[float]  # before each frame, the pause recorded (0 when under MIN_GAP_S)
+    gaps: list[float]  # before each frame, the pause asked for (0: none recorded, under MIN_GAP_S)
+    wait: float = 0.0  # before the head: the first-byte wait the request asked for
+
+
+def _at_asked_pace(answer: Answer, target: bytes, body: bytes) -> Answer:
+    """``answer`` with the waits its request asked the simulator for in place of the recorded ones."""
+    asked = {m.group(1): int(m.group(2)) / 1000
+             for part in (target, body) for m in _PACE_OPTION.finditer(part)}
+    if b"tok" in asked:
+        answer.gaps = [asked[b"tok"] if gap else 0.0 for gap in answer.gaps]
+    answer.wait = asked.get(b"ttft", 0.0)
+    return answer
 
 
 def _chunk(data: bytes) -> bytes:
@@ -104,13 +125,15 @@ class Recorder:
         found = self.answers.get(key)
         if found is not None:
             self.replayed += 1
+            if found.wait:
+                await asyncio.sleep(found.wait)
             return found
         if self._session is None:
             self._session = aiohttp.ClientSession(auto_decompress=True)
         forwarded = {k.decode(): v.decode() for k, v in headers if k.lower() not in _SKIP_HEADERS}
         async with self._session.request(method.decode(), self.simulator + target.decode(), data=body,
                                          headers=forwarded) as resp:
-            answer = await _recorded(resp)
+            answer = _at_asked_pace(await _recorded(resp), target, body)
         if resp.status < 300:  # an error is passed on each time, never kept
             self.answers[key] = answer
             self.recorded += 1
@@ -177,7 +200,7 @@ class ReplayProtocol(asyncio.Protocol):
             # A recorded whole answer goes out at once, in this callback: no hop through the
             # serving task (a task step and a queue): 48 -> 39 us of CPU a call at concurrency 1.
             found = self._recorder.answers.get((request[0], request[1], request[3]))
-            if found is not None and not found.frames:
+            if found is not None and not found.frames and not found.wait:
                 self._recorder.replayed += 1
                 self._transport.write(found.first)
                 return
@@ -204,16 +227,24 @@ class ReplayProtocol(asyncio.Protocol):
                 self._transport.write(frame)
 
 
-async def start(port: int, simulator: str) -> tuple[asyncio.AbstractServer, Recorder]:
-    """The replaying front listening on ``port`` (0: any free one) of 127.0.0.1."""
+# Room for the bench's 2,000 streams opened at once (bench/slow_streams.py): each relay opens as many
+# upstream connections in the same instant, and a full accept queue costs a SYN retry (a second).
+BACKLOG = 4096
+
+
+async def start(port: int, simulator: str,
+                tls: ssl.SSLContext | None = None) -> tuple[asyncio.Server, Recorder]:
+    """The replaying front listening on ``port`` (0: any free one) of 127.0.0.1; over TLS with
+    ``tls`` (the server's certificate loaded)."""
     recorder = Recorder(simulator.rstrip("/"))
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: ReplayProtocol(recorder), "127.0.0.1", port, backlog=1024)
+    server = await loop.create_server(lambda: ReplayProtocol(recorder), "127.0.0.1", port,
+                                      backlog=BACKLOG, ssl=tls)
     return server, recorder
 
 
-async def _serve(port: int, simulator: str) -> None:
-    server, recorder = await start(port, simulator)
+async def _serve(port: int, simulator: str, tls: ssl.SSLContext | None) -> None:
+    server, recorder = await start(port, simulator, tls)
     try:
         async with server:
             await server.serve_forever()
@@ -224,6 +255,11 @@ async def _serve(port: int, simulator: str) -> None:
 if __name__ == "__main__":
     import uvloop
 
+    from bench.procs import raise_fd_limit
+    from bench.tls import server_context
+
+    raise_fd_limit()
+    tls_files = sys.argv[3:5]
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(_serve(int(sys.argv[1]), sys.argv[2]))
+        runner.run(_serve(int(sys.argv[1]), sys.argv[2], server_context(*tls_files) if tls_files else None))
     sys.exit(0)

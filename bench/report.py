@@ -5,8 +5,8 @@ throughput (requests/s), p50 and p99 latency of the whole response (ms), added p
 upstream directly (ms; the floor's own in the next column), CPU per request (us, user + system of
 the server's process tree from /proc, divided by the requests served), and for streams CPU per
 relayed chunk (CPU per request divided by the SSE events of one answer). Then time to first byte
-of streams at concurrency 1, peak RSS, the scale check, LiteLLM when asked for, and the issue's
-targets checked against these figures.
+of streams at concurrency 1, peak RSS, the scale check, LiteLLM when asked for, the HTTPS upstream
+and the 2,000 slow streams (issue 32), and the issues' targets checked against these figures.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from bench import procs
 from bench.measure import Figures
 from bench.scenarios import Scenario
+from bench.slow_streams import SlowStreams, StreamsFigures
 
 
 @dataclass
@@ -45,6 +46,8 @@ class Run:
     scale: dict[str, float] = field(default_factory=dict)
     # scenario, concurrency, then the gateway's, the floor's and LiteLLM's figures
     litellm: list[tuple[str, int, Figures, Figures, Figures]] = field(default_factory=list)
+    https: list[Row] = field(default_factory=list)  # same-format chat, the upstream over TLS
+    slow: SlowStreams | None = None
     load_start: float = field(default_factory=lambda: os.getloadavg()[0])  # others' work skews it all
     stolen_start: tuple[float, float] = field(default_factory=procs.cpu_stolen)
 
@@ -64,6 +67,14 @@ def console_line(row: Row) -> str:
     return (f"{row.scenario.name:<40} c={row.conc:<3} rps {g.rps:7.0f} (floor {f.rps:7.0f})  "
             f"p50 {g.p50_ms:7.2f} ms (floor {f.p50_ms:7.2f})  cpu {g.cpu_us:7.0f} us (floor {f.cpu_us:6.0f})"
             f"{'  errors ' + str(g.errors + f.errors + row.direct.errors) if g.errors + f.errors else ''}")
+
+
+def slow_line(slow: SlowStreams) -> str:
+    g, f = slow.gateway, slow.floor
+    return (f"{slow.count} slow streams: gap p99 {g.gap_p99_ms:.1f} ms (floor {f.gap_p99_ms:.1f}), "
+            f"cpu {g.cpu_ms_per_stream:.2f} ms/stream (floor {f.cpu_ms_per_stream:.2f}), "
+            f"RSS {g.peak_rss_mb:.0f} MB (floor {f.peak_rss_mb:.0f}), served {g.served}/{g.opened} "
+            f"(floor {f.served}/{f.opened})")
 
 
 def _table(run: Run) -> list[str]:
@@ -174,5 +185,84 @@ def markdown(run: Run) -> str:
                        f"{_ratio(gw.rps, lite.rps)} | {_ratio(floor.rps, lite.rps)} | {gw.cpu_us:.0f} | "
                        f"{floor.cpu_us:.0f} | {lite.cpu_us:.0f} | {_ratio(lite.cpu_us, gw.cpu_us)} | "
                        f"{_ratio(lite.cpu_us, floor.cpu_us)} |")
-    out += ["", "## Targets (issue 14)", "", *targets(run), ""]
+    out += _https(run) + _slow(run)
+    out += ["", "## Targets (issue 14)", "", *targets(run)]
+    out += ["", "## Targets (issue 32)", "", *trusted_targets(run), ""]
     return "\n".join(out)
+
+
+def _https(run: Run) -> list[str]:
+    if not run.https:
+        return []
+    out = ["", "## HTTPS upstream: same-format chat", "",
+           "The upstream over TLS on the loopback (a test CA's certificate, trusted through "
+           "`SSL_CERT_FILE`; bench/tls.py); gateway and floor started for it, both on aiohttp's "
+           "client. 'added p50' is above calling the upstream directly over https.", "",
+           "| c | floor p50 ms | gateway p50 ms (x floor) | floor added | gateway added | "
+           "floor CPU us/req | gateway CPU us/req (x floor) | gateway rps (x floor) | errors |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in run.https:
+        g, f, d = r.gateway, r.floor, r.direct
+        out.append(f"| {r.conc} | {f.p50_ms:.2f} | {g.p50_ms:.2f} ({_ratio(g.p50_ms, f.p50_ms)}) | "
+                   f"{f.p50_ms - d.p50_ms:.2f} | {g.p50_ms - d.p50_ms:.2f} | {f.cpu_us:.0f} | "
+                   f"{g.cpu_us:.0f} ({_ratio(g.cpu_us, f.cpu_us)}) | {g.rps:.0f} ({_ratio(g.rps, f.rps)}) | "
+                   f"{g.errors + f.errors + d.errors} |")
+    return out
+
+
+def _slow_row(f: StreamsFigures, pace_ms: float) -> str:
+    errors = ", ".join(f"{kind} {n}" for kind, n in f.errors.items()) or "0"
+    return (f"| {f.target} | {f.served}/{f.opened} | {errors} | {f.gap_p50_ms:.1f} | {f.gap_p99_ms:.1f} | "
+            f"{f.gap_p99_ms - pace_ms:.1f} | {f.gap_max_ms:.0f} | {f.first_chunk_p50_ms:.0f} | "
+            f"{f.first_chunk_p99_ms:.0f} | {f.cpu_ms_per_stream:.2f} | {f.peak_rss_mb:.0f} |")
+
+
+def _slow(run: Run) -> list[str]:
+    slow = run.slow
+    if slow is None:
+        return []
+    cores = os.cpu_count() or 1
+    busy = [f"{f.target}'s waves: relay {f.relay_cpu_s:.1f} s, upstream {f.upstream_cpu_s:.1f} s, load "
+            f"generator {f.client_cpu_s:.1f} s of CPU in {f.wall_s:.1f} s on {cores} cores "
+            f"({100 * (f.relay_cpu_s + f.upstream_cpu_s + f.client_cpu_s) / (f.wall_s * cores or 1):.0f}% "
+            "of all there was)" for f in (slow.gateway, slow.floor)]
+    return ["", f"## {slow.count:,} slow streams through one worker", "",
+            f"{slow.count:,} streaming chat calls opened at once (bench/many_streams.py, its own processes), "
+            f"{slow.rounds} wave(s) per relay in turn; the upstream sends each stream's first byte after "
+            f"1 s, then {slow.tokens} chunks {slow.pace_ms:.0f} ms apart. A gap is the time between two "
+            "reads of a stream's body by the client; 'p99 - pace' is what the whole chain (upstream "
+            "timers, relay, client, a shared machine) adds to the upstream's pace. **Added inter-chunk "
+            "p99** = the gateway's p99 gap minus the floor's: the same upstream, load generator and "
+            f"machine are in both. CPU per stream is the relay's process tree over its waves; peak RSS is "
+            f"`VmHWM` of a relay started for this alone.", "",
+            "| relay | served | errors | gap p50 ms | gap p99 ms | p99 - pace | largest gap ms | "
+            "first chunk p50 ms | first chunk p99 ms | CPU ms/stream | peak RSS MB |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            _slow_row(slow.gateway, slow.pace_ms), _slow_row(slow.floor, slow.pace_ms), "",
+            f"Added inter-chunk p99: {slow.added_gap_p99_ms:.1f} ms; CPU per stream "
+            f"{_ratio(slow.gateway.cpu_ms_per_stream, slow.floor.cpu_ms_per_stream)} the floor's. "
+            f"Busy: {'; '.join(busy)}."]
+
+
+def trusted_targets(run: Run) -> list[str]:
+    out: list[str] = []
+    https16 = next((r for r in run.https if r.conc == 16), None)
+    if https16:
+        ratio = https16.gateway.cpu_us / https16.floor.cpu_us if https16.floor.cpu_us else 0.0
+        out.append(f"- HTTPS upstream, same-format chat CPU/request at c=16: {https16.gateway.cpu_us:.0f} us "
+                   f"vs floor {https16.floor.cpu_us:.0f} us = {ratio:.2f}x (the plain-HTTP target, "
+                   f"<= 1.3x): {_verdict(ratio <= 1.3)}")
+    slow = run.slow
+    if slow:
+        added, rss, cpu = slow.added_gap_p99_ms, slow.gateway.peak_rss_mb, slow.cpu_ratio
+        complete = slow.gateway.served == slow.gateway.opened
+        out += [f"- {slow.count:,} slow streams, added inter-chunk p99 (gateway's p99 gap - floor's): "
+                f"{added:.1f} ms (target < 5 ms): {_verdict(added < 5)}",
+                f"- {slow.count:,} slow streams, peak RSS of the gateway's worker: {rss:.0f} MB "
+                f"(target < 400 MB): {_verdict(rss < 400)}",
+                f"- {slow.count:,} slow streams, CPU per stream: {slow.gateway.cpu_ms_per_stream:.2f} ms vs "
+                f"floor {slow.floor.cpu_ms_per_stream:.2f} ms = {cpu:.2f}x (target <= 1.3x): "
+                f"{_verdict(cpu <= 1.3)}",
+                f"- {slow.count:,} slow streams, every stream served whole by the gateway: "
+                f"{slow.gateway.served}/{slow.gateway.opened}: {_verdict(complete)}"]
+    return out

@@ -20,7 +20,7 @@ class Scenario:
     direct_path: str  # straight to the simulator, and through the floor
     direct_body: dict[str, object]
     stream: bool
-    kind: str  # same | translated | embed | long
+    kind: str  # same | translated | embed | long | slow
 
     def gateway_request(self) -> tuple[str, bytes]:
         return self.path, orjson.dumps(self.body)
@@ -69,6 +69,18 @@ def _gemini_path(model: str, stream: bool) -> str:
 # byte is measured on them: with every event sent at once, the first byte a relay sends would wait
 # for the whole stream it read in one go, which is not what a model's token stream looks like.
 PACED = "-tok1"
+# The slow streams' model-id suffix (bench/slow_streams.py): the first byte after 1 s, then a token
+# every 50 ms (20 a second), as a model answers; the replay keeps both waits.
+SLOW = "-ttft1000-tok50"
+SLOW_FIRST_BYTE_S = 1.0
+SLOW_PACE_S = 0.05
+
+
+def slow_stream(tokens: int) -> Scenario:
+    """Same-format chat, streamed, ``tokens`` content chunks paced by the upstream (``SLOW``)."""
+    body = _chat("sim-chat" + SLOW, f"Write about gateways. sim:tokens={tokens}", True)
+    return Scenario(f"slow chat stream, {tokens} chunks", "chat", "/v1/chat/completions", body,
+                    "/v1/chat/completions", body, True, "slow")
 
 
 def all_scenarios(tokens: int, long_tokens: int, suffix: str = "") -> list[Scenario]:
