@@ -30,6 +30,7 @@ from gateway.canonical import (
 )
 
 if TYPE_CHECKING:
+    from gateway.config import LimitsConfig
     from gateway.relay_call import ClientCall
 
 
@@ -129,7 +130,10 @@ class Frontend(Protocol):
         """Usage from a same-format, non-streamed upstream answer body."""
         ...
 
-    def fast_stream(self, call: ClientCall) -> FastPathStream: ...
+    def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> FastPathStream:
+        """The watcher of one same-format stream; what it holds of an unfinished event or element
+        stays within ``limits`` (``gateway.wire.frames``)."""
+        ...
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         """The upstream's body as sent to the client (model id restored when aliased)."""
@@ -179,7 +183,10 @@ class UpstreamAdapter(ProtocolAdapter, Protocol):
 
     def decode_response(self, body: bytes, request: ChatRequest) -> ChatResponse: ...
 
-    def stream_decoder(self, request: ChatRequest) -> StreamDecoder: ...
+    def stream_decoder(self, request: ChatRequest, limits: LimitsConfig) -> StreamDecoder:
+        """The decoder of one stream; what it holds of an unfinished event or element stays within
+        ``limits`` (``sse_event_bytes``, ``stream_element_bytes``: ``gateway.wire.frames``)."""
+        ...
 
     def build_embedding_request(self, request: EmbeddingRequest, upstream_model: str) -> UpstreamCall: ...
 

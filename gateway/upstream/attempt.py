@@ -9,10 +9,11 @@ one down; an upstream's other 4xx is relayed (``relay_error``) in the client's e
 
 The HTTP client's errors are turned into gateway errors here and nowhere else: ``upstream_io`` maps
 ``aiohttp.ClientError``, the client's own ``UpstreamConnectionError`` (an answer over a limit,
-``gateway.upstream.client``) and ``TimeoutError`` to ``UpstreamFailure`` (``raise ... from exc``),
-both before the first byte and in the middle of a relayed stream (where the relay ends the stream
-as cut instead of failing over). An answer that is not final (1xx) or a redirect (3xx) is a failed
-attempt: a text upstream is called at its configured URL only.
+``gateway.upstream.client``), a stream frame over its limit (``FrameTooLarge``, from a family's
+stream parser: ``gateway.wire.frames``) and ``TimeoutError`` to ``UpstreamFailure`` (``raise ...
+from exc``), both before the first byte and in the middle of a relayed stream (where the relay ends
+the stream as cut instead of failing over). An answer that is not final (1xx) or a redirect (3xx)
+is a failed attempt: a text upstream is called at its configured URL only.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gateway.observe import current_request_id
 from gateway.secrets_scrub import scrub_secrets
 from gateway.translation import EmbeddingFrontend, UpstreamCall
 from gateway.upstream.client import UpstreamAnswer, UpstreamConnectionError
+from gateway.wire.frames import FrameTooLarge
 
 if TYPE_CHECKING:
     from gateway.relay_call import CallContext, ClientCall
@@ -82,6 +84,8 @@ class upstream_io:  # lower case: used like a function, ``with upstream_io(name,
             raise UpstreamFailure(self._name, f"timed out {self._doing}") from exc
         if isinstance(exc, (UpstreamConnectionError, aiohttp.ClientError)):
             raise UpstreamFailure(self._name, f"failed {self._doing} ({_describe(exc)})") from exc
+        if isinstance(exc, FrameTooLarge):
+            raise UpstreamFailure(self._name, f"sent {exc} ({self._doing})") from exc
         return False
 
 

@@ -14,28 +14,33 @@ Two deliberate departures, both for upstreams as they are: ``close()`` dispatche
 final blank line never came (a stream cut after a complete ``data:`` line still delivers it), and
 ``each_data_line=True`` dispatches every ``data:`` line at once, without waiting for the blank line
 (OpenAI-style payloads are single-line JSON: it saves a chunk of latency and tolerates servers that
-leave the blank lines out). A line longer than ``max_line_bytes`` raises ``SSEError`` rather than
-buffering without bound. A line split over many chunks is joined once, when it ends (no quadratic
-re-copying).
+leave the blank lines out).
 
-For a relay that forwards the upstream's bytes untouched (the fast path), ``complete_end``,
-``split_events`` and ``event_data`` apply the same line rules to a block of bytes.
+One event is held at most ``max_event_bytes`` (the running config's ``limits.sse_event_bytes``):
+its data lines together, plus the unfinished line (a line alone counts too, whatever its field,
+and so does each data line's joining newline, so that a flood of empty ``data:`` lines is no way
+around it). Past it ``FrameTooLarge`` is raised rather than buffering without bound
+(``gateway.wire.frames``). A line split over many chunks is joined once, when it ends (no
+quadratic re-copying).
+
+For a relay that forwards the upstream's bytes untouched (the fast path), ``EventBlocks`` cuts them
+after their last complete event under the same limit, and ``complete_end``, ``split_events`` and
+``event_data`` apply the same line rules to a block of bytes.
 """
 
 from __future__ import annotations
 
 import re
+from typing import NoReturn
 
-MAX_LINE_BYTES = 16 * 1024 * 1024
+from gateway.wire.frames import MAX_FRAME_BYTES, FrameBuffer, FrameTooLarge
+
+EVENT = "a stream event"  # the frame's name in ``FrameTooLarge``
 _BOM = b"\xef\xbb\xbf"
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 # A line end followed by an empty line: the end of an event. CRLF is one line end, so the CR of a
 # CRLF never counts as a lone CR (the lookahead), and "x\r\ny" holds no blank line.
 _EVENT_END = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r(?!\n))")
-
-
-class SSEError(ValueError):
-    """An event stream this parser refuses (a line over its size limit)."""
 
 
 class SSEEvent:
@@ -66,14 +71,14 @@ def _field(line: bytes) -> tuple[bytes, bytes]:
 class SSEParser:
     """Feed bytes of any chunking, get the events completed so far (see module docstring)."""
 
-    def __init__(self, *, each_data_line: bool = False, max_line_bytes: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, *, each_data_line: bool = False, max_event_bytes: int = MAX_FRAME_BYTES) -> None:
         self._each_line = each_data_line
-        self._max_line = max_line_bytes
-        self._pending: list[bytes] = []  # pieces of the unfinished last line
-        self._pending_len = 0
+        self._max_event = max_event_bytes
+        self._pending = FrameBuffer(max_event_bytes, EVENT)  # pieces of the unfinished last line
         self._skip_lf = False  # the last chunk ended with CR: a leading LF now ends no new line
         self._started = False
         self._data: list[bytes] = []
+        self._data_size = 0  # the data lines held, each with its joining newline
         self._event = b""
         self.last_id: bytes | None = None
         self.retry_ms: int | None = None
@@ -94,10 +99,7 @@ class SSEParser:
         if b"\n" not in chunk and b"\r" not in chunk:
             self._hold(chunk)  # mid-line: keep the piece, join once the line ends
             return []
-        if self._pending:
-            self._pending.append(chunk)
-            chunk = b"".join(self._pending)
-            self._pending, self._pending_len = [], 0
+        chunk = self._pending.take(chunk)
         if b"\r" in chunk:
             lines = _LINE_END.split(chunk)
             self._skip_lf = chunk.endswith(b"\r")
@@ -116,7 +118,7 @@ class SSEParser:
         is passed over unparsed when no event is in progress: for a relay that reads only a few
         kinds of event, the common chunk then costs a few substring searches. Skipping such a
         chunk leaves the parser exactly as feeding it would (bar ``last_id`` and ``retry_ms``)."""
-        if (self._started and not self._pending and not self._data and not self._event
+        if (self._started and not len(self._pending) and not self._data and not self._event
                 and not self._skip_lf and chunk and not any(name in chunk for name in names)
                 and complete_end(chunk) == len(chunk)):
             self._skip_lf = chunk.endswith(b"\r")
@@ -124,26 +126,36 @@ class SSEParser:
         return self.feed(chunk)
 
     def close(self) -> list[SSEEvent]:
-        """End of the bytes: the unfinished line counts, and so does an event left undispatched."""
+        """End of the bytes: the unfinished line counts, and so does an event left undispatched
+        (unless that last line takes it over the limit: it is dropped, never raised, since the
+        stream is over anyway)."""
         out: list[SSEEvent] = []
-        if self._pending:
-            line = b"".join(self._pending)
-            self._pending, self._pending_len = [], 0
-            self._line(line, out)
+        try:
+            if len(self._pending):
+                self._line(self._pending.take(), out)
+        except FrameTooLarge:
+            return out
         self._line(b"", out)
         return out
 
     def _hold(self, piece: bytes) -> None:
-        self._pending_len += len(piece)
-        if self._pending_len > self._max_line:
-            raise SSEError(f"an event-stream line is longer than {self._max_line} bytes")
-        self._pending.append(piece)
+        try:
+            self._pending.add(piece, also=self._data_size)
+        except FrameTooLarge:
+            self._give_up()
+
+    def _give_up(self) -> NoReturn:
+        """The event in progress is over the limit: dropped (nothing of it stays held; a later
+        ``close`` finds nothing to dispatch), and ``FrameTooLarge`` raised."""
+        self._data, self._data_size, self._event = [], 0, b""
+        self._pending.clear()
+        raise FrameTooLarge(EVENT, self._max_event)
 
     def _line(self, line: bytes, out: list[SSEEvent]) -> None:
         if not line:
             if self._data:
                 out.append(SSEEvent(b"\n".join(self._data), self._event, self.last_id))
-                self._data = []
+                self._data, self._data_size = [], 0
             self._event = b""
             return
         if line[0] == 0x3A:  # ":" comment (keep-alives)
@@ -151,6 +163,9 @@ class SSEParser:
         name, value = _field(line)
         if name == b"data":
             if not self._each_line:
+                self._data_size += len(value) + 1
+                if self._data_size > self._max_event:
+                    self._give_up()
                 self._data.append(value)
             elif value:
                 out.append(SSEEvent(value, self._event, self.last_id))
@@ -176,6 +191,41 @@ def complete_end(data: bytes) -> int:
     for match in _EVENT_END.finditer(data):
         end = match.end()
     return end
+
+
+# The longest event end is two CRLFs: an end finishing in a new chunk begins at most this many bytes
+# before it.
+_END_REACH = 3
+
+
+class EventBlocks:
+    """An upstream's bytes cut after their last complete event, for a relay that forwards whole
+    events byte for byte: ``feed`` returns what a chunk completed (with the unfinished bytes held
+    from before it), holding the rest; ``close`` returns what is left. Only the new chunk (and the
+    few held bytes an event end may begin in) is searched, and the held pieces are joined once,
+    when their event ends. More than ``max_event_bytes`` held raises ``FrameTooLarge``."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self, max_event_bytes: int = MAX_FRAME_BYTES) -> None:
+        self._held = FrameBuffer(max_event_bytes, EVENT)
+
+    def feed(self, chunk: bytes) -> bytes:
+        if not len(self._held):
+            end = complete_end(chunk)
+        else:
+            # The held bytes hold no complete event, so an end found here finishes in ``chunk``.
+            before = self._held.tail(_END_REACH)
+            end = max(complete_end(before + chunk) - len(before), 0)
+        if not end:
+            self._held.add(chunk)
+            return b""
+        done = self._held.take(chunk[:end])
+        self._held.add(chunk[end:])
+        return done
+
+    def close(self) -> bytes:
+        return self._held.take()
 
 
 def split_events(block: bytes) -> list[bytes]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import random
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway.canonical import ChatRequest, StreamStart
-from gateway.wire.sse import SSEError, SSEEvent, SSEParser, complete_end, event_data, split_events
+from gateway.wire.frames import FrameTooLarge
+from gateway.wire.sse import EventBlocks, SSEEvent, SSEParser, complete_end, event_data, split_events
 from translators.chat.fastpath import FastStream
 from translators.chat.stream_decode import ChatStreamDecoder
 from translators.messages.fastpath import FastStream as MessagesFastStream
@@ -115,13 +117,76 @@ def test_huge_line_in_many_pieces() -> None:
 
 
 def test_a_line_past_the_limit_is_refused() -> None:
-    parser = SSEParser(max_line_bytes=1000)
+    parser = SSEParser(max_event_bytes=1000)
     parser.feed(b"data: " + b"x" * 900)
-    with pytest.raises(SSEError):
+    with pytest.raises(FrameTooLarge):
         parser.feed(b"y" * 200)
-    with pytest.raises(SSEError):
-        SSEParser(max_line_bytes=10).feed(b"data: a\n" + b"z" * 20)
-    assert isinstance(SSEError("x"), ValueError)  # the relay's "unreadable stream" catches it
+    assert parser.close() == []  # the refused event is gone, nothing of it held
+    with pytest.raises(FrameTooLarge):
+        SSEParser(max_event_bytes=10).feed(b"data: a\n" + b"z" * 20)
+    with pytest.raises(FrameTooLarge):  # a comment line is held while unfinished too
+        SSEParser(max_event_bytes=10).feed(b": " + b"z" * 20)
+    assert isinstance(FrameTooLarge("x", 1), ValueError)  # the relay's "unreadable stream" catches it
+
+
+@pytest.mark.parametrize("line", [b"data: " + b"x" * 99 + b"\n", b"data:\n", b"data\r\n"])
+def test_an_event_of_many_lines_past_the_limit_is_refused(line: bytes) -> None:
+    """Each line is short: the event's lines together go past the limit (empty data lines too, by
+    their joining newlines), and the parser holds no more than the limit on the way."""
+    parser = SSEParser(max_event_bytes=10_000)
+    with pytest.raises(FrameTooLarge):
+        for _ in range(20_000):
+            parser.feed(line)
+    assert parser.close() == []
+    parser.feed(b"data: next\n\n")  # a parser that refused an event is only ever closed, but stays sane
+
+
+def test_an_event_just_under_the_limit_passes_and_the_limit_is_per_event() -> None:
+    parser = SSEParser(max_event_bytes=1000)
+    payload = b"x" * 998  # plus its joining newline: 999
+    events = [e for _ in range(50) for e in parser.feed(b"data: " + payload + b"\n\n")]
+    assert events == [SSEEvent(payload)] * 50
+    eager = SSEParser(each_data_line=True, max_event_bytes=1000)  # one line is the event
+    assert [e.data for e in eager.feed(b"data: " + b"y" * 990 + b"\n" * 3)] == [b"y" * 990]
+
+
+def test_refused_event_bytes_are_not_held() -> None:
+    """Pieces of a refused event are dropped at once: memory is the limit, not what was sent."""
+    tracemalloc.start()
+    try:
+        parser = SSEParser(max_event_bytes=1 << 20)
+        parser.feed(b"data: ")
+        with pytest.raises(FrameTooLarge):
+            for i in range(40):
+                parser.feed(bytes([65 + i % 26]) * 65536)  # made here: traced, if it stays held
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 64 * 1024
+
+
+def blocks(chunks: list[bytes], limit: int = 1 << 20) -> list[bytes]:
+    cutter = EventBlocks(limit)
+    return [*(cutter.feed(c) for c in chunks), cutter.close()]
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_event_blocks_cut_after_whole_events_in_any_chunking(newline: bytes) -> None:
+    data = STREAM.replace(b"\n", newline)
+    for chunks in every_split(data):
+        out = blocks(chunks)
+        assert b"".join(out) == data, chunks
+        for block in out[:-1]:  # what ``feed`` gives is whole events (or nothing)
+            assert not block or complete_end(block) == len(block), (chunks, block)
+
+
+def test_event_blocks_hold_at_most_the_limit() -> None:
+    cutter = EventBlocks(1000)
+    assert cutter.feed(b"data: 1\n\ndata: ") == b"data: 1\n\n"
+    with pytest.raises(FrameTooLarge):
+        for _ in range(100):
+            cutter.feed(b"x" * 100)
+    assert cutter.close() == b""
 
 
 def test_random_garbage_never_raises_anything_else() -> None:

@@ -40,6 +40,7 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
+from gateway.config import LimitsConfig
 from gateway.errors import UpstreamError
 from gateway.secrets_scrub import scrub_secrets
 from gateway.translation import UpstreamCall
@@ -87,8 +88,8 @@ class ChatAdapter:
                             created=int(answer.created or 0) or now(), candidates=candidates,
                             usage=usage_from_wire(answer.usage) if answer.usage is not None else Usage())
 
-    def stream_decoder(self, request: ChatRequest) -> ChatStreamDecoder:
-        return ChatStreamDecoder(request)
+    def stream_decoder(self, request: ChatRequest, limits: LimitsConfig) -> ChatStreamDecoder:
+        return ChatStreamDecoder(request, max_event_bytes=limits.sse_event_bytes)
 
     # --- embeddings --------------------------------------------------------------------------------
 

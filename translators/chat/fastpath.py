@@ -21,12 +21,14 @@ import msgspec
 import orjson
 
 from gateway.canonical import ChatRequest, Message, TextPart, Usage
+from gateway.config import LimitsConfig
 from gateway.errors import InvalidRequest
 from gateway.relay_call import ClientCall
 from gateway.tokens import body_token_bound
 from gateway.translation import RequestView, UpstreamCall
 from gateway.wire.decode import decode, field_error
-from gateway.wire.sse import complete_end, event_data, split_events
+from gateway.wire.frames import MAX_FRAME_BYTES
+from gateway.wire.sse import EventBlocks, event_data, split_events
 from translators.chat.mapping import usage_from_wire
 from translators.chat.validation import require
 from translators.chat.wire import (
@@ -183,15 +185,13 @@ class OpenAIFastPath:
     def fast_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)
 
-    def fast_stream(self, call: ClientCall) -> FastStream:
+    def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> FastStream:
         return FastStream(strip_usage=not call.view.stream_usage,
-                          public_model=call.view.model if _aliased(call) else None)
+                          public_model=call.view.model if _aliased(call) else None,
+                          max_event_bytes=limits.sse_event_bytes)
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         return replace_model(body, public_model, count=1) if _aliased(call) else body
-
-
-MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
 class _AnyObject(msgspec.Struct):
@@ -203,13 +203,17 @@ _CHUNK_SYNTAX = msgspec.json.Decoder(_AnyObject)
 
 class FastStream:
     """Relays an OpenAI-style SSE stream: complete events go out as soon as they are in, an event
-    split across chunks waits for its end; the usage is read on the way; the usage-only chunk is
-    dropped when the client did not ask for it; the model id is restored when aliased."""
+    split across chunks waits for its end (at most ``max_event_bytes`` of it: the running config's
+    ``limits.sse_event_bytes``; a bigger or unframed answer is an upstream fault, which the relay
+    ends with an error event, not something to buffer); the usage is read on the way; the
+    usage-only chunk is dropped when the client did not ask for it; the model id is restored when
+    aliased."""
 
-    def __init__(self, *, strip_usage: bool, public_model: str | None = None) -> None:
+    def __init__(self, *, strip_usage: bool, public_model: str | None = None,
+                 max_event_bytes: int = MAX_FRAME_BYTES) -> None:
         self._strip_usage = strip_usage
         self._public_model = public_model
-        self._tail = b""
+        self._events = EventBlocks(max_event_bytes)
         self._usage: Usage | None = None
         self._complete = False
 
@@ -222,21 +226,11 @@ class FastStream:
         return self._complete
 
     def feed(self, chunk: bytes) -> bytes:
-        data = self._tail + chunk if self._tail else chunk
-        end = complete_end(data)
-        if end < len(data):
-            self._tail = data[end:]
-            data = data[:end]
-            if len(self._tail) > MAX_EVENT_BYTES:
-                # No chunk of a chat stream is this big: a huge or unframed answer is an upstream
-                # fault (the relay ends the stream with an error), not something to buffer.
-                raise ValueError(f"an upstream stream event larger than {MAX_EVENT_BYTES} bytes")
-        else:
-            self._tail = b""
+        data = self._events.feed(chunk)
         return self._relay(data) if data else b""
 
     def close(self) -> bytes:
-        tail, self._tail = self._tail, b""
+        tail = self._events.close()
         try:
             return self._relay(tail) if tail else b""
         except msgspec.DecodeError:

@@ -27,6 +27,7 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.secrets_scrub import scrub_secrets
+from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import SSEParser
 from translators.chat.mapping import now, stop_reason, usage_from_wire, wire_id
 from translators.chat.wire import ChoiceView, MessageView, ToolCallView, answer_decoder
@@ -60,10 +61,11 @@ class _Choice:
 
 
 class ChatStreamDecoder:
-    def __init__(self, request: ChatRequest) -> None:
+    def __init__(self, request: ChatRequest, *, max_event_bytes: int = MAX_FRAME_BYTES) -> None:
         self._request = request
-        # Each ``data:`` line is a payload at once (OpenAI payloads are single-line JSON).
-        self._lines = SSEParser(each_data_line=True)
+        # Each ``data:`` line is a payload at once (OpenAI payloads are single-line JSON); one line
+        # is held at most ``max_event_bytes`` (``limits.sse_event_bytes``).
+        self._lines = SSEParser(each_data_line=True, max_event_bytes=max_event_bytes)
         self._choices: dict[int, _Choice] = {}
         self._started = False
         self._done = False

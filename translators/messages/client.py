@@ -11,6 +11,7 @@ from __future__ import annotations
 from starlette.datastructures import Headers
 
 from gateway.canonical import ChatRequest, ChatResponse, Usage
+from gateway.config import LimitsConfig
 from gateway.relay_call import ClientCall
 from gateway.translation import RequestView, UpstreamCall
 from translators.messages import fastpath, request, response
@@ -51,8 +52,8 @@ class MessagesFrontend:
     def fast_usage(self, body: bytes) -> Usage | None:
         return fastpath.fast_usage(body)
 
-    def fast_stream(self, call: ClientCall) -> fastpath.FastStream:
-        return fastpath.FastStream(call.view.model)
+    def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> fastpath.FastStream:
+        return fastpath.FastStream(call.view.model, max_event_bytes=limits.sse_event_bytes)
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         return fastpath.fast_response(body, public_model)

@@ -5,12 +5,11 @@ another upstream id (only that top-level value is re-encoded; every other field 
 The ``anthropic-beta`` header the client sent is passed on. Answers come back unchanged except
 that the public model id is restored in them when the upstream names another.
 
-``FastStream`` relays stream chunks as they arrive and reads usage from ``message_start`` and
-``message_delta`` with the core's SSE parser (``gateway.wire.sse``), which passes over chunks of
-whole events that name none of those (or ``message_stop``) unparsed: text deltas go through
-untouched. The one event it may rewrite is ``message_start`` (to restore the public model id), so
-bytes are held back until the first event with data is complete; everything else is passed byte
-for byte.
+``FastStream`` relays whole events as they complete (``gateway.wire.sse.EventBlocks``) and reads
+usage from ``message_start`` and ``message_delta`` with the core's SSE parser, which passes over
+blocks of events that name none of those (or ``message_stop``) unparsed: text deltas go through
+untouched. The one event it may rewrite is ``message_start`` (to restore the public model id);
+everything else is passed byte for byte.
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ import orjson
 
 from gateway.canonical import Usage
 from gateway.translation import RequestView, UpstreamCall
-from gateway.wire.sse import SSEEvent, SSEParser, complete_end, event_data, split_events
+from gateway.wire.frames import MAX_FRAME_BYTES
+from gateway.wire.sse import EventBlocks, SSEEvent, SSEParser, event_data, split_events
 from translators.messages import wire
 from translators.messages.mapping import merge_usage, usage_in
 from translators.messages.upstream import MESSAGES_PATH
@@ -63,15 +63,17 @@ _INTERESTING = (b"message_start", b"message_delta", b"message_stop")
 
 
 class FastStream:
-    """Holds bytes back until the first event with data (message_start) is complete, to rewrite
-    it whole; from then on every chunk is returned as it came. Every byte also goes to an SSE
+    """Relays whole events, each as soon as its blank line is in, byte for byte but for the first
+    event with data (message_start), rewritten whole. An event split across chunks waits for its
+    end, at most ``max_event_bytes`` of it (``limits.sse_event_bytes``): so an error event that
+    ends a cut stream never lands inside a half-sent one. The same whole events go to an SSE
     parser for usage and completion."""
 
-    def __init__(self, public_model: str) -> None:
+    def __init__(self, public_model: str, *, max_event_bytes: int = MAX_FRAME_BYTES) -> None:
         self._public_model = public_model
         self._started = False  # the first data event has been seen (and sent)
-        self._held: list[bytes] = []  # bytes held back before that
-        self._parser = SSEParser()
+        self._events = EventBlocks(max_event_bytes)
+        self._parser = SSEParser(max_event_bytes=max_event_bytes)
         self._usage = wire.UsageView()
         self._usage_seen = False
         self._complete = False
@@ -85,30 +87,19 @@ class FastStream:
         return self._complete
 
     def feed(self, chunk: bytes) -> bytes:
-        self._read(self._parser.feed_unless(chunk, _INTERESTING))
-        if self._started:
-            return chunk
-        self._held.append(chunk)
-        if b"\n" not in chunk and b"\r" not in chunk:
-            return b""  # no line ended: no event can have
-        held = b"".join(self._held) if len(self._held) > 1 else chunk
-        end = complete_end(held)
-        if not end:
+        block = self._events.feed(chunk)
+        if not block:
             return b""
-        out = self._start(held[:end])
-        if not self._started:  # only comments or events without data so far: they may go
-            self._held = [held[end:]] if end < len(held) else []
-            return out
-        self._held = []
-        return out + held[end:]  # the unfinished rest goes out now too; the parser holds it
+        self._read(self._parser.feed_unless(block, _INTERESTING))
+        return block if self._started else self._start(block)
 
     def close(self) -> bytes:
-        self._read(self._parser.close())
+        tail = self._events.close()
+        self._read(self._parser.feed(tail) + self._parser.close())
         if self._started:
-            return b""
-        held, self._held = b"".join(self._held), []
+            return tail
         self._started = True
-        return self._start(held)
+        return self._start(tail)
 
     def _start(self, block: bytes) -> bytes:
         """``block`` (whole events, or the held bytes at the end) with the public model restored in

@@ -35,6 +35,7 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.secrets_scrub import scrub_secrets
+from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import SSEEvent, SSEParser
 from translators.messages import wire
 from translators.messages.mapping import merge_usage, stop_reason_in, usage_in
@@ -44,8 +45,8 @@ _KINDS = {"text": "text", "thinking": "thinking", "tool_use": "tool_call",
 
 
 class MessagesStreamDecoder:
-    def __init__(self) -> None:
-        self._parser = SSEParser()
+    def __init__(self, *, max_event_bytes: int = MAX_FRAME_BYTES) -> None:
+        self._parser = SSEParser(max_event_bytes=max_event_bytes)  # ``limits.sse_event_bytes``
         self._complete = False
         self._index: dict[int, int] = {}  # upstream block index -> canonical part index
         self._usage = wire.UsageView()

@@ -46,6 +46,7 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
+from gateway.config import LimitsConfig
 from gateway.errors import InvalidRequest, UpstreamError
 from gateway.translation import UpstreamCall
 from gateway.wire.data_url import inline_data
@@ -269,8 +270,8 @@ class MessagesAdapter:
         return ChatResponse(id=message.id, model=message.model or request.model, created=int(time.time()),
                             candidates=[candidate], usage=usage_in(message.usage) or Usage())
 
-    def stream_decoder(self, request: ChatRequest) -> MessagesStreamDecoder:
-        return MessagesStreamDecoder()
+    def stream_decoder(self, request: ChatRequest, limits: LimitsConfig) -> MessagesStreamDecoder:
+        return MessagesStreamDecoder(max_event_bytes=limits.sse_event_bytes)
 
     def build_embedding_request(self, request: EmbeddingRequest, upstream_model: str) -> UpstreamCall:
         raise InvalidRequest(f"The model `{request.model}` does not support embeddings "

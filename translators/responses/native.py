@@ -20,6 +20,7 @@ from gateway.canonical import Usage
 from gateway.errors import UpstreamError
 from gateway.tokens import estimate_text_tokens
 from gateway.translation import UpstreamCall
+from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import SSEParser
 from translators.responses.request import ClientRequest
 from translators.responses.response import Json, ResponseMeta, canonical_usage
@@ -71,10 +72,11 @@ class NativeStream:
 
     content_type = CONTENT_TYPE
 
-    def __init__(self, meta: ResponseMeta, input_estimate: int) -> None:
+    def __init__(self, meta: ResponseMeta, input_estimate: int, *,
+                 max_event_bytes: int = MAX_FRAME_BYTES) -> None:
         self._meta = meta
         self._input_estimate = input_estimate
-        self._parser = SSEParser()
+        self._parser = SSEParser(max_event_bytes=max_event_bytes)  # ``limits.sse_event_bytes``
         self._held: bytes = b""
         self._done = False
         self.final: Json | None = None

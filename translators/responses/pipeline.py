@@ -180,10 +180,11 @@ async def _stream(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> 
     transform: NativeStream | TranslatedStream
     try:
         if is_native(target):
-            transform = NativeStream(meta, call.input_estimate)
+            limit = gw.config.limits.sse_event_bytes
+            transform = NativeStream(meta, call.input_estimate, max_event_bytes=limit)
         else:
             assert call.canonical is not None
-            decoder = gw.upstreams.adapter(target.protocol).stream_decoder(call.canonical)
+            decoder = gw.upstreams.adapter(target.protocol).stream_decoder(call.canonical, gw.config.limits)
             transform = TranslatedStream(decoder, ResponsesStreamEncoder(meta), call.input_estimate)
     except BaseException:
         response.close()

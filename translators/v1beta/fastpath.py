@@ -12,6 +12,7 @@ import re
 import msgspec
 
 from gateway.canonical import Usage
+from gateway.wire.frames import MAX_FRAME_BYTES
 from translators.v1beta import wire
 from translators.v1beta.framing import ObjectSplitter
 from translators.v1beta.mapping import usage_from_wire
@@ -33,15 +34,19 @@ def restore_model_version(body: bytes, upstream_model: str, public_model: str) -
 
 
 class GeminiFastStream:
-    """Relays every byte as it comes, reading usage from each chunk of either framing.
+    """Relays the upstream's bytes as they come, in whole objects (an object split across chunks
+    waits for its end, within ``limits``: ``framing.ObjectSplitter``), reading usage from each one,
+    in either framing.
 
     For an aliased model (``rename`` = (upstream id, public id)) the bytes cannot pass unchanged:
     every chunk names the upstream's model in ``modelVersion``. Then each whole object is re-framed
     in the client's framing (``sse`` or the JSON array) with the public id instead, so that the
     stream never shows what the non-streamed answer hides."""
 
-    def __init__(self, rename: tuple[str, str] | None = None, *, sse: bool = False) -> None:
-        self._splitter = ObjectSplitter()
+    def __init__(self, rename: tuple[str, str] | None = None, *, sse: bool = False,
+                 max_event_bytes: int = MAX_FRAME_BYTES, max_element_bytes: int = MAX_FRAME_BYTES) -> None:
+        self._splitter = ObjectSplitter(max_event_bytes=max_event_bytes, max_element_bytes=max_element_bytes,
+                                        relay=True)
         self._usage: Usage | None = None
         self._finished = False
         self._closed = False
@@ -67,18 +72,20 @@ class GeminiFastStream:
     def feed(self, chunk: bytes) -> bytes:
         objects = self._splitter.feed(chunk)
         self._see(objects)
-        if self._rename is not None:
-            return self._reframe(objects)
-        tail = chunk.rstrip()
-        if tail:
-            self._last = tail[-1:]
-        return chunk
+        return self._reframe(objects) if self._rename is not None else self._pass()
 
     def close(self) -> bytes:
         objects = self._splitter.close()
         self._see(objects)
         self._closed = True
-        return self._reframe(objects) if self._rename is not None else b""
+        return self._reframe(objects) if self._rename is not None else self._pass()
+
+    def _pass(self) -> bytes:
+        out = self._splitter.passed
+        tail = out.rstrip()
+        if tail:
+            self._last = tail[-1:]
+        return out
 
     def _reframe(self, objects: list[bytes]) -> bytes:
         assert self._rename is not None

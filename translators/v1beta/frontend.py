@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from gateway.canonical import ChatRequest, ChatResponse, Usage
+from gateway.config import LimitsConfig
 from gateway.relay_call import ClientCall
 from gateway.tokens import body_token_bound
 from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
@@ -96,11 +97,12 @@ class V1betaFrontend:
     def fast_usage(self, body: bytes) -> Usage | None:
         return usage_of(body)
 
-    def fast_stream(self, call: ClientCall) -> FastPathStream:
+    def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> FastPathStream:
         upstream = (call.upstream_model or "").removeprefix("models/")
         public = call.view.model
         rename = (upstream, public) if upstream and upstream != public else None
-        return GeminiFastStream(rename, sse=_sse(call))
+        return GeminiFastStream(rename, sse=_sse(call), max_event_bytes=limits.sse_event_bytes,
+                                max_element_bytes=limits.stream_element_bytes)
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         upstream = call.upstream_model

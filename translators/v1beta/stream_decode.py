@@ -29,6 +29,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
+from gateway.wire.frames import MAX_FRAME_BYTES
 from translators.v1beta import wire
 from translators.v1beta.framing import ObjectSplitter
 from translators.v1beta.mapping import stop_reason, usage_from_wire
@@ -50,10 +51,12 @@ def calls_in(request: ChatRequest) -> int:
 
 
 class GeminiStreamDecoder:
-    def __init__(self, request: ChatRequest) -> None:
+    def __init__(self, request: ChatRequest, *, max_event_bytes: int = MAX_FRAME_BYTES,
+                 max_element_bytes: int = MAX_FRAME_BYTES) -> None:
         self._model = request.model
         self._ids = CallIds(start=calls_in(request))
-        self._splitter = ObjectSplitter()
+        # Within ``limits.sse_event_bytes`` / ``limits.stream_element_bytes``.
+        self._splitter = ObjectSplitter(max_event_bytes=max_event_bytes, max_element_bytes=max_element_bytes)
         self._started = False
         self._candidates: dict[int, _CandidateState] = {}
         self._usage: Usage | None = None

@@ -20,6 +20,7 @@ from gateway.canonical import (
     ToolCallPart,
     Usage,
 )
+from gateway.config import LimitsConfig
 from gateway.errors import UpstreamError
 from gateway.tokens import estimate_text_tokens
 from gateway.translation import StreamDecoder, UpstreamCall
@@ -189,8 +190,9 @@ class V1betaAdapter:
     def decode_response(self, body: bytes, request: ChatRequest) -> ChatResponse:
         return decode_generate_response(body, request)
 
-    def stream_decoder(self, request: ChatRequest) -> StreamDecoder:
-        return GeminiStreamDecoder(request)
+    def stream_decoder(self, request: ChatRequest, limits: LimitsConfig) -> StreamDecoder:
+        return GeminiStreamDecoder(request, max_event_bytes=limits.sse_event_bytes,
+                                   max_element_bytes=limits.stream_element_bytes)
 
     def build_embedding_request(self, request: EmbeddingRequest, upstream_model: str) -> UpstreamCall:
         items = [embed_item(request, text, upstream_model) for text in request.inputs]

@@ -15,6 +15,7 @@ import msgspec
 import orjson
 from gateway.canonical import Usage
 from gateway.errors import InvalidRequest
+from gateway.wire.frames import MAX_FRAME_BYTES
 
 from gateway_ollama import wire
 from gateway_ollama.mapping import usage_of
@@ -55,9 +56,9 @@ def read_usage(body: bytes) -> Usage | None:
 class NdjsonFastStream:
     """Watches a same-format NDJSON stream: usage and end from the ``done`` line, model restored."""
 
-    def __init__(self, public_model: str) -> None:
+    def __init__(self, public_model: str, *, max_line_bytes: int = MAX_FRAME_BYTES) -> None:
         self._public_model = public_model
-        self._lines = LineSplitter()
+        self._lines = LineSplitter(max_line_bytes)  # ``limits.stream_element_bytes``
         self._usage: Usage | None = None
         self._complete = False
 

@@ -20,6 +20,7 @@ from gateway_ollama.encode import Mode, NdjsonEncoder, encode_answer
 from gateway_ollama.fastpath import NdjsonFastStream, forward_body, read_usage, with_model
 
 if TYPE_CHECKING:
+    from gateway.config import LimitsConfig
     from gateway.relay_call import ClientCall
 
 FAMILY = "ollama"
@@ -56,8 +57,8 @@ class OllamaFrontend:
     def fast_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)
 
-    def fast_stream(self, call: ClientCall) -> NdjsonFastStream:
-        return NdjsonFastStream(call.view.model)
+    def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> NdjsonFastStream:
+        return NdjsonFastStream(call.view.model, max_line_bytes=limits.stream_element_bytes)
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         return with_model(body, public_model)

@@ -1,10 +1,15 @@
 """Newline-delimited JSON framing: complete lines out of bytes of any chunking.
 
 Ollama streams one JSON object per line (``application/x-ndjson``); a network chunk may end in the
-middle of a line, or hold many. A CR before the newline is tolerated; blank lines are skipped.
+middle of a line, or hold many. A CR before the newline is tolerated; blank lines are skipped. An
+unterminated line is held in the core's ``FrameBuffer`` (``gateway.wire.frames``): joined once when
+it ends, and at most ``limits.stream_element_bytes`` of it (past that ``FrameTooLarge``, which the
+relay takes for a failed upstream).
 """
 
 from __future__ import annotations
+
+from gateway.wire.frames import MAX_FRAME_BYTES, FrameBuffer
 
 CONTENT_TYPE = "application/x-ndjson"
 
@@ -12,23 +17,18 @@ CONTENT_TYPE = "application/x-ndjson"
 class LineSplitter:
     """``feed`` returns the lines completed by a chunk; ``close`` the unterminated rest, if any."""
 
-    def __init__(self) -> None:
-        self._tail = b""
+    def __init__(self, max_line_bytes: int = MAX_FRAME_BYTES) -> None:
+        self._held = FrameBuffer(max_line_bytes, "an NDJSON line")
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        data = self._tail + chunk if self._tail else chunk
-        end = data.rfind(b"\n")
+        end = chunk.rfind(b"\n")
         if end < 0:
-            self._tail = data
+            self._held.add(chunk)
             return []
-        self._tail = data[end + 1:]
-        return [line.rstrip(b"\r") for line in data[:end].split(b"\n") if line.strip()]
+        data = self._held.take(chunk[:end])
+        self._held.add(chunk[end + 1:])
+        return [line.rstrip(b"\r") for line in data.split(b"\n") if line.strip()]
 
     def close(self) -> list[bytes]:
-        tail, self._tail = self._tail.strip(), b""
+        tail = self._held.take().strip()
         return [tail] if tail else []
-
-    @property
-    def pending(self) -> bytes:
-        """Bytes of a line not yet terminated."""
-        return self._tail

@@ -21,6 +21,7 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.errors import UpstreamError
+from gateway.wire.frames import MAX_FRAME_BYTES
 
 from gateway_ollama import wire
 from gateway_ollama.mapping import epoch_of, new_id, stop_reason, usage_of
@@ -28,8 +29,8 @@ from gateway_ollama.ndjson import LineSplitter
 
 
 class NdjsonDecoder:
-    def __init__(self) -> None:
-        self._lines = LineSplitter()
+    def __init__(self, *, max_line_bytes: int = MAX_FRAME_BYTES) -> None:
+        self._lines = LineSplitter(max_line_bytes)  # ``limits.stream_element_bytes``
         self._started = False
         self._open: str | None = None  # kind of the open part: "text" | "thinking"
         self._index = -1

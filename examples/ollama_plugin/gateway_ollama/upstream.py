@@ -31,6 +31,7 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
+from gateway.config import LimitsConfig
 from gateway.errors import InvalidRequest, UpstreamError
 from gateway.translation import UpstreamCall
 from gateway.wire.data_url import inline_data
@@ -172,8 +173,8 @@ class OllamaAdapter:
         return ChatResponse(id=new_id("ollama-"), model=answer.model or request.model,
                             created=epoch_of(answer.created_at), candidates=[candidate], usage=usage)
 
-    def stream_decoder(self, request: ChatRequest) -> NdjsonDecoder:
-        return NdjsonDecoder()
+    def stream_decoder(self, request: ChatRequest, limits: LimitsConfig) -> NdjsonDecoder:
+        return NdjsonDecoder(max_line_bytes=limits.stream_element_bytes)
 
     def build_embedding_request(self, request: EmbeddingRequest, upstream_model: str) -> UpstreamCall:
         body = _EmbedOut(model=upstream_model, input=request.inputs, dimensions=request.dimensions)

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from gateway.canonical import Usage
+from gateway.config import LimitsConfig
 from gateway.errors import InvalidRequest
 from gateway.translation import RequestView
 from tests.relay.calls import client_call, forwarded
@@ -183,7 +184,7 @@ def test_fast_stream_from_frontend_knows_about_aliasing() -> None:
     raw = body(stream=True)
     call = forwarded(client_call(frontend, raw), "upstream-id")
     frontend.fast_request(call)
-    out = relay(frontend.fast_stream(call), [STREAM])
+    out = relay(frontend.fast_stream(call, LimitsConfig()), [STREAM])
     assert b'"model":"public"' in out and b"gpt-4o-mini" not in out
     assert b'"choices":[]' not in out  # the client did not ask for usage
 

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from gateway.canonical import Usage
+from gateway.config import LimitsConfig
 from tests.relay.calls import client_call, forwarded
 from translators.messages.client import MessagesFrontend
 
@@ -49,7 +50,7 @@ def test_fast_usage_and_response(sample: Callable[[str], bytes]) -> None:
 def test_fast_stream_passes_bytes_and_reads_usage(sample: Callable[[str], bytes], size: int) -> None:
     data = sample("stream_full.sse").replace(b'"claude-sonnet-4-5-20250929"', b'"public"')
     frontend = MessagesFrontend()
-    stream = frontend.fast_stream(client_call(frontend, BODY))
+    stream = frontend.fast_stream(client_call(frontend, BODY), LimitsConfig())
     out = b"".join(stream.feed(data[i:i + size]) for i in range(0, len(data), size)) + stream.close()
     assert out == data
     assert stream.complete
@@ -61,7 +62,7 @@ def test_fast_stream_passes_bytes_and_reads_usage(sample: Callable[[str], bytes]
 def test_fast_stream_restores_the_public_model(sample: Callable[[str], bytes], size: int) -> None:
     data = sample("stream_full.sse")
     frontend = MessagesFrontend()
-    stream = frontend.fast_stream(client_call(frontend, BODY))
+    stream = frontend.fast_stream(client_call(frontend, BODY), LimitsConfig())
     out = b"".join(stream.feed(data[i:i + size]) for i in range(0, len(data), size)) + stream.close()
     first_data = next(line for line in out.split(b"\n") if line.startswith(b"data:"))
     assert orjson.loads(first_data[5:])["message"]["model"] == "public"
@@ -73,7 +74,7 @@ def test_fast_stream_restores_the_public_model(sample: Callable[[str], bytes], s
 def test_fast_stream_incomplete_and_error(sample: Callable[[str], bytes]) -> None:
     data = sample("stream_error.sse").replace(b'"claude-sonnet-4-5"', b'"public"')
     frontend = MessagesFrontend()
-    stream = frontend.fast_stream(client_call(frontend, BODY))
+    stream = frontend.fast_stream(client_call(frontend, BODY), LimitsConfig())
     out = b"".join(stream.feed(data[i:i + 7]) for i in range(0, len(data), 7)) + stream.close()
     assert out == data
     assert not stream.complete
@@ -82,7 +83,7 @@ def test_fast_stream_incomplete_and_error(sample: Callable[[str], bytes]) -> Non
 
 def test_fast_stream_without_usage() -> None:
     frontend = MessagesFrontend()
-    stream = frontend.fast_stream(client_call(frontend, BODY))
+    stream = frontend.fast_stream(client_call(frontend, BODY), LimitsConfig())
     data = b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"x"}}\n\n'
     assert stream.feed(data[:20]) + stream.feed(data[20:]) + stream.close() == data
     assert stream.usage is None and not stream.complete

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 
+from gateway.config import LimitsConfig
 from gateway.errors import InvalidRequest
 from tests.relay.calls import client_call, forwarded
 from translators.messages import request
@@ -74,7 +75,7 @@ def test_garbage_streams_never_raise(sample: Callable[[str], bytes]) -> None:
         for _ in range(rng.randint(1, 8)):
             broken[rng.randrange(len(broken))] = rng.randrange(256)
         decoder = MessagesStreamDecoder()
-        fast = frontend.fast_stream(call)
+        fast = frontend.fast_stream(call, LimitsConfig())
         for i in range(0, len(broken), 37):
             decoder.feed(bytes(broken[i:i + 37]))
             fast.feed(bytes(broken[i:i + 37]))

@@ -17,6 +17,7 @@ from gateway.canonical import (
     Usage,
 )
 from gateway.canonical import Thinking as ThinkingCfg
+from gateway.config import LimitsConfig
 from tests.relay.calls import client_call, forwarded
 from translators.v1beta.frontend import V1betaFrontend
 from translators.v1beta.stream_decode import GeminiStreamDecoder
@@ -77,7 +78,7 @@ def test_fast_response_restores_aliased_model() -> None:
 def run_fast(chunks: list[bytes], sse: bool) -> tuple[bytes, Usage | None, bool]:
     front = V1betaFrontend()
     stream = front.fast_stream(client_call(front, BODY, path_model="pub", stream_hint=True,
-                                           query="alt=sse" if sse else ""))
+                                           query="alt=sse" if sse else ""), LimitsConfig())
     out = b"".join(stream.feed(c) for c in chunks) + stream.close()
     return out, stream.usage, stream.complete
 
@@ -112,7 +113,7 @@ def test_fast_stream_error_continues_the_array() -> None:
     head = data[: data.index(b"\n,\n") + 3]
     front = V1betaFrontend()
     call = client_call(front, BODY, path_model="pub", stream_hint=True)
-    stream = call.fast_stream = front.fast_stream(call)
+    stream = call.fast_stream = front.fast_stream(call, LimitsConfig())
     relayed = stream.feed(head)
     encoder = front.stream_encoder(ChatRequest(model="pub", messages=[]), call)
     tail = encoder.error(502, "upstream_error", "cut")

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from gateway.canonical import ChatRequest
+from gateway.config import LimitsConfig
 from gateway.errors import InvalidRequest, UpstreamError
 from translators.v1beta.client import decode_generate_request
 from translators.v1beta.embeddings import V1betaEmbeddingFrontend
@@ -103,6 +104,6 @@ def test_fuzzed_answers_only_raise_upstream_error(name: str) -> None:
             ADAPTER.decode_response(raw, req)
         except UpstreamError:
             pass
-        decoder = ADAPTER.stream_decoder(req)
+        decoder = ADAPTER.stream_decoder(req, LimitsConfig())
         decoder.feed(b"data: " + raw + b"\r\n\r\n")
         decoder.close()
