@@ -85,7 +85,8 @@ def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, help="listen port (default: listen.port of the config)")
     p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--server", choices=SERVERS, default=DEFAULT_SERVER, metavar="NAME",
-                   help=f"ASGI server (default: {DEFAULT_SERVER}); one of {', '.join(SERVERS)}")
+                   help=f"ASGI server (default: {DEFAULT_SERVER}); one of {', '.join(SERVERS)} "
+                   "(uvicorn and hypercorn: pip install 'model-gateway[NAME]')")
     p.set_defaults(func=_serve)
 
     p = sub.add_parser("simulator", help="run the upstream simulator on its own")

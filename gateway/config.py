@@ -137,8 +137,11 @@ class LimitsConfig(_Section):
     body_idle_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
     body_total_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
     # The longest a connection may take to send a complete request head, idle keep-alive time
-    # included; the server then closes it (``gateway.server_config``, on every server).
+    # included; the server then closes it (``gateway.server_config``: granian and hypercorn).
     header_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    # The largest request head (request line and headers) the server buffers: over it, 431 (400 on
+    # uvicorn), the app never called (``gateway.server_config``). Bodies are not bounded by it.
+    request_head_bytes: Annotated[int, msgspec.Meta(ge=8192)] = 64 * 1024
     # What an upstream's answer may make the gateway hold (over a limit: a failed attempt, 502).
     upstream_header_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024  # one header line
     upstream_header_count: Annotated[int, msgspec.Meta(gt=0)] = 128  # header lines of one answer

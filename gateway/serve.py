@@ -1,5 +1,5 @@
 """``gateway serve``: bootstrap once, start the simulator child, serve on the chosen ASGI server
-(gateway.servers: uvicorn by default, granian, hypercorn), shut down gracefully (in-flight
+(gateway.servers: granian by default, uvicorn, hypercorn), shut down gracefully (in-flight
 requests finish, then the lifespan stops the Meter, pool and storage).
 
 Every server builds the app with ``gateway.serve:worker_app()``, which reads the config path from
@@ -103,6 +103,8 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
         # A taken port is known before the simulator starts or the demo key is made (and shown
         # once, for a server that would then not run).
         _check_port(host, port)
+        if (missing := servers.not_installed(server)) is not None:
+            raise StartupError(missing)
         with simulator_child(config.simulator):
             creds = asyncio.run(bootstrap(config))
             if creds is not None:
@@ -112,7 +114,7 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
             # Every server, and every worker process, builds the app with worker_app() from this path.
             os.environ[CONFIG_ENV] = str(Path(config_path).resolve())
             listen = servers.Listen(host, port, max(workers, 1), GRACEFUL_TIMEOUT_S,
-                                    config.limits.header_timeout_s)
+                                    servers.ServerLimits.of(config.limits))
             try:
                 return servers.run(server, "gateway.serve:worker_app", listen)
             except OSError as exc:  # taken in the meantime

@@ -1,82 +1,80 @@
-"""How ``gateway serve`` configures each ASGI server (``gateway.servers``); the suite's embedded
-servers (``tests/servers/embedded.py``) are built with the same functions.
+"""How ``gateway serve`` configures each ASGI server (``gateway.servers``), through each server's
+public options only; the suite's embedded servers (``tests/servers/embedded.py``) are built with
+the same functions, from the ``ServerLimits`` the config asks for (``gateway.servers``):
 
-**The request-head deadline** (``limits.header_timeout_s``, 5 s by default): a connection that
-has not sent a complete request head within it is closed, on every server, so that slow-header
+**The request-head deadline** (``limits.header_timeout_s``, 5 s by default), so that slow-header
 clients cannot hold connections open:
 
 - granian: hyper's HTTP/1 ``header_read_timeout``, from the connection (or the end of the previous
   response) to the end of a head. Granian is served in its HTTP/1 mode (``GRANIAN_HTTP``): in its
   ``auto`` mode (HTTP/1 and h2c on one port) granian 2.8 waits without any deadline for the bytes
-  that tell the two apart, so a connection that sent nothing was held for ever. HTTP/2 without
-  TLS (h2c) is hypercorn's.
-- uvicorn: its httptools protocol has only a keep-alive timer, armed after a response; a head that
-  never completes is held for ever. ``GatewayHttpTools`` (``gateway.uvicorn_protocol``) adds the
-  missing timer, from the connection (or a request's first byte) to the end of its head, of
-  ``timeout_keep_alive`` seconds, which is set to the deadline (uvicorn takes whole seconds:
-  rounded up).
+  that tell the two apart, so a connection that sent nothing was held for ever.
+- uvicorn: none. Its only timer is the keep-alive one, armed after a response (set to the deadline
+  here, rounded up to whole seconds as uvicorn takes them); a first head that never completes is
+  held for ever.
 - hypercorn: its ``keep_alive_timeout`` runs while a connection has no request in progress, which
   includes a head still arriving: set to the deadline.
 
+**The request-head size** (``limits.request_head_bytes``, 64 KiB by default), so that one client
+cannot make the server buffer an endless head:
+
+- granian: ``HTTP1Settings.max_buffer_size``, the most hyper buffers while a head is incomplete
+  (a body is read through it a piece at a time, so large bodies are not bounded by it): over it,
+  ``431 Request Header Fields Too Large``. Hyper also answers 431 to a head of more than 100
+  header lines. Hyper refuses a buffer under 8 KiB: the setting is raised to that.
+- uvicorn: only with its pure-Python ``h11`` parser (``h11_max_incomplete_event_size``; its
+  faster ``httptools`` parser buffers a head without any bound), so it is served with ``h11``:
+  over it, ``400`` (uvicorn answers every parser error so).
+- hypercorn: ``h11_max_incomplete_size``: over it, ``431``.
+
+  h11 checks the size only of a head it has not all received: a head that arrives whole in one
+  socket read (up to 256 KiB with asyncio) is parsed whatever its size; a larger or slower one is
+  refused once the buffered part passes the limit.
+
 **Requests the HTTP parser refuses** (a NUL or a lone CR in a header, a line without a colon, a
 space in a header name, a malformed request line) are answered by each server itself, before any
-ASGI app exists for them; none calls the app or offers a hook to shape that answer, so only where
-the protocol code is the gateway's own (uvicorn's) does it get the envelope and request id of
-every other error:
-
-- granian 2.8: ``400``, ``Content-Length: 0``, ``Connection: close`` (from hyper, in Rust).
-- uvicorn 0.54: its own answer is ``400`` with the text ``Invalid HTTP request received.``; the
-  gateway's protocol for it (``gateway.uvicorn_protocol``) answers ``400`` in the default error
-  envelope (``invalid_request``) with a fresh ``X-Service-Request-Id`` and an access-log line.
-- hypercorn 0.18: ``400``, ``Content-Length: 0``, ``Connection: close``. Hypercorn asks its config
-  for the extra headers of every response it writes (``Config.response_headers``), its own error
-  answer included: ``GatewayHypercornConfig`` adds a fresh ``X-Service-Request-Id`` there (only
-  there: the app's responses already carry their id from ``EdgeMiddleware``) and writes an
-  access-log line with that id, so that what the client saw can be found.
-
-On granian and hypercorn no envelope can be sent without replacing the server's protocol code.
+ASGI app exists for them, with ``400`` and ``Connection: close``: granian and hypercorn with an
+empty body, uvicorn with the text ``Invalid HTTP request received.``. None offers a public hook to
+shape that answer, so it carries neither the gateway's envelope nor a request id;
 ``tests/hardening/test_parser_refusal.py`` pins each server's answer to the installed version, so
-an upgrade that changes it is noticed.
+that an upgrade that changes it is noticed.
+
+uvicorn and hypercorn are optional (``pip install 'model-gateway[uvicorn]'``, ``[hypercorn]``):
+they are imported only by the functions that configure them.
 """
 
 from __future__ import annotations
 
 import math
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from granian.constants import HTTPModes
 from granian.http import HTTP1Settings
-from hypercorn.config import Config as HypercornConfig
 
-from gateway.http import REQUEST_ID_HEADER
-from gateway.uvicorn_protocol import GatewayHttpTools, refused_request_id
+from gateway.servers import ServerLimits
 
-_HEADER = REQUEST_ID_HEADER.lower().encode("latin-1")
-_SERVER_ERROR_PATH = "_send_error_response"  # hypercorn's own 4xx answer (protocol/h11.py)
-
+if TYPE_CHECKING:
+    from hypercorn.config import Config as HypercornConfig
 
 GRANIAN_HTTP = HTTPModes.http1
+GRANIAN_MIN_BUFFER = 8192  # hyper panics on a smaller max_buffer_size
 
 
-def granian_http1(header_timeout_s: float) -> HTTP1Settings:
-    return HTTP1Settings(header_read_timeout=max(1, round(header_timeout_s * 1000)))
+def granian_http1(limits: ServerLimits) -> HTTP1Settings:
+    return HTTP1Settings(header_read_timeout=max(1, round(limits.header_timeout_s * 1000)),
+                         max_buffer_size=max(GRANIAN_MIN_BUFFER, limits.head_bytes))
 
 
-def uvicorn_options(header_timeout_s: float) -> dict[str, Any]:
-    """The ``uvicorn.Config`` options of the gateway's protocol (``gateway.uvicorn_protocol``)."""
-    return {"http": GatewayHttpTools, "timeout_keep_alive": max(1, math.ceil(header_timeout_s))}
+def uvicorn_options(limits: ServerLimits) -> dict[str, Any]:
+    """The ``uvicorn.Config`` options for ``limits`` (what uvicorn can enforce of them)."""
+    return {"http": "h11", "h11_max_incomplete_event_size": limits.head_bytes,
+            "timeout_keep_alive": max(1, math.ceil(limits.header_timeout_s))}
 
 
-def hypercorn_config(header_timeout_s: float) -> GatewayHypercornConfig:
-    hyper = GatewayHypercornConfig()
-    hyper.keep_alive_timeout = header_timeout_s
+def hypercorn_config(limits: ServerLimits) -> HypercornConfig:
+    from hypercorn.config import Config as HypercornConfig
+
+    hyper = HypercornConfig()
+    hyper.keep_alive_timeout = limits.header_timeout_s
+    hyper.h11_max_incomplete_size = limits.head_bytes
     return hyper
-
-
-class GatewayHypercornConfig(HypercornConfig):
-    def response_headers(self, protocol: str) -> list[tuple[bytes, bytes]]:
-        headers = super().response_headers(protocol)
-        if sys._getframe(1).f_code.co_name == _SERVER_ERROR_PATH:
-            headers.append((_HEADER, refused_request_id().encode("ascii")))
-        return headers

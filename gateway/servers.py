@@ -1,42 +1,64 @@
-"""The ASGI servers ``gateway serve --server NAME`` can run the app on.
+"""The ASGI servers ``gateway serve --server NAME`` can run the app on, each stock and configured
+through its public options only (``gateway.server_config``).
 
 Each runner takes an application factory given as an import string (``module:function``, called
 once per worker process, or once in this process with one worker) and serves it until SIGINT or
 SIGTERM, letting in-flight requests finish within ``graceful_s``. The same runners serve the
 benchmark's reference floor (``bench/floor.py``), so that both are measured on the same server.
-Each is configured by ``gateway.server_config``: the request-head deadline, and what is possible
-for the requests its HTTP parser refuses.
 
-- ``uvicorn`` (the default: the fastest that passes the whole suite; ``make bench-servers``):
-  uvloop and the httptools parser, with the gateway's own HTTP/1 protocol class
-  (``gateway.uvicorn_protocol``: the request-head deadline, a lingering close so that an early 413
-  reaches a client still sending its body, and the parser's refusals in the gateway's envelope);
-  one worker runs in this process, several under uvicorn's supervisor.
-- ``granian``: a Rust HTTP server, served HTTP/1.1-only (``gateway.server_config.GRANIAN_HTTP``:
-  its HTTP/1+h2c mode never times out a connection that sends nothing). Its parent process
-  supervises the worker processes, even with one worker. Its parser's refusals are a bare 400.
-- ``hypercorn``: the one that speaks HTTP/2 (over TLS and as h2c on plain TCP); one worker runs in
-  this process.
+- ``granian`` (the default): a Rust HTTP server (hyper), served HTTP/1.1-only. Measured, it is the
+  only one of the three that, stock, enforces both a request-head size limit on every head
+  (``431``, ``limits.request_head_bytes``) and a request-head deadline
+  (``limits.header_timeout_s``). Its parent process supervises the worker processes, even with one
+  worker.
+- ``uvicorn`` (``pip install 'model-gateway[uvicorn]'``): served with its ``h11`` parser, the one
+  that bounds a head (``400`` over it; a head that arrives whole in one read is not checked). It
+  has no head deadline: a client that sends its first head slowly, or never, holds its connection
+  for ever (an idle keep-alive connection is closed). One worker runs in this process, several
+  under uvicorn's supervisor.
+- ``hypercorn`` (``pip install 'model-gateway[hypercorn]'``): the one that speaks HTTP/2 (over TLS
+  and as h2c on plain TCP); it enforces the head deadline (its keep-alive timeout) and a head size
+  (``431``; as uvicorn's, not checked for a head that arrives whole in one read). One worker runs
+  in this process.
+
+uvicorn and hypercorn are optional extras: they are imported only when chosen.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import importlib.util
 import logging
 import os
 import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.config import LimitsConfig
 
 log = logging.getLogger("gateway.serve")
 
-DEFAULT_SERVER = "uvicorn"
-SERVERS = ("uvicorn", "granian", "hypercorn")
+DEFAULT_SERVER = "granian"
+SERVERS = ("granian", "uvicorn", "hypercorn")
 METRICS_DIR_ENV = "GATEWAY_METRICS_DIR"  # plugins.metrics_share reads it (gateway/ never imports plugins)
 FACTORY_ENV = "GATEWAY_SERVER_FACTORY"  # the real factory, for worker_factory in worker processes
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What the config asks of the server about request heads (``gateway.server_config``)."""
+
+    # A connection that has not sent a complete request head by then is closed.
+    header_timeout_s: float = 5.0  # limits.header_timeout_s
+    head_bytes: int = 64 * 1024  # limits.request_head_bytes: a larger head is refused
+
+    @classmethod
+    def of(cls, limits: LimitsConfig) -> ServerLimits:
+        return cls(limits.header_timeout_s, limits.request_head_bytes)
 
 
 @dataclass(frozen=True)
@@ -45,8 +67,7 @@ class Listen:
     port: int
     workers: int = 1
     graceful_s: float = 10.0
-    # A connection that has not sent a complete request head by then is closed (limits.header_timeout_s).
-    header_timeout_s: float = 5.0
+    limits: ServerLimits = ServerLimits()
 
 
 def netloc(host: str, port: int) -> str:
@@ -84,12 +105,21 @@ def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+def not_installed(server: str) -> str | None:
+    """Why ``server`` cannot run here (an optional extra that is not installed); None when it can."""
+    if importlib.util.find_spec(server) is not None:
+        return None
+    return f"the {server} server is not installed: pip install 'model-gateway[{server}]'"
+
+
 def run(server: str, factory: str, listen: Listen) -> int:
     """Serve until stopped; OSError(EADDRINUSE) when the port is taken."""
     runners: dict[str, Callable[[str, Listen], int]] = {
         "granian": _granian, "uvicorn": _uvicorn, "hypercorn": _hypercorn}
     if server not in runners:
         raise ValueError(f"unknown server {server!r} (choose from {', '.join(SERVERS)})")
+    if (missing := not_installed(server)) is not None:
+        raise ModuleNotFoundError(missing)
     # Granian binds in its worker processes and uvicorn logs a bind failure instead of raising:
     # probe the port here first, so that every server reports a taken port the same way.
     family = socket.AF_INET6 if ":" in listen.host else socket.AF_INET
@@ -122,7 +152,7 @@ def _granian(factory: str, listen: Listen) -> int:
     loop = Loops.uvloop if event_loop_factory() is not None else Loops.asyncio
     Granian(factory, address=listen.host, port=listen.port, interface=Interfaces.ASGI, factory=True,
             workers=max(listen.workers, 1), loop=loop, websockets=False,
-            http=GRANIAN_HTTP, http1_settings=granian_http1(listen.header_timeout_s),
+            http=GRANIAN_HTTP, http1_settings=granian_http1(listen.limits),
             log_access=False, workers_kill_timeout=int(listen.graceful_s) or 1,
             respawn_failed_workers=True).serve()
     return 0
@@ -136,7 +166,7 @@ def _uvicorn(factory: str, listen: Listen) -> int:
     loop = "uvloop" if event_loop_factory() is not None else "asyncio"
     common: dict[str, Any] = {
         "host": listen.host, "port": listen.port, "loop": loop, "ws": "none",
-        **uvicorn_options(listen.header_timeout_s),
+        **uvicorn_options(listen.limits),
         "lifespan": "on", "access_log": False, "log_config": None, "server_header": False,
         # The gateway reads X-Forwarded-For itself, from its configured trusted_proxies only; uvicorn's
         # own middleware would rewrite the client address first (trusting loopback) on every request.
@@ -157,7 +187,7 @@ def _uvicorn(factory: str, listen: Listen) -> int:
 def _hypercorn(factory: str, listen: Listen) -> int:
     from gateway.server_config import hypercorn_config
 
-    hyper = hypercorn_config(listen.header_timeout_s)
+    hyper = hypercorn_config(listen.limits)
     hyper.bind = [netloc(listen.host, listen.port)]
     hyper.workers = max(listen.workers, 1)
     hyper.graceful_timeout = listen.graceful_s

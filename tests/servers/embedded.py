@@ -1,9 +1,10 @@
 """Serve an app in the test's own event loop on any supported ASGI server: what the ``gateway_server``
 fixture (tests/conftest.py) runs the suite's gateways on. The server is ``GATEWAY_TEST_SERVER``,
 by default the one ``gateway serve`` uses (gateway.servers.DEFAULT_SERVER), so that the suite
-tests the server users get; ``GATEWAY_TEST_SERVER=hypercorn make test`` runs it on another. Each
-server gets the request-head deadline ``gateway serve`` gives it (``gateway.server_config``), from
-the app's ``limits.header_timeout_s``."""
+tests the server users get (granian); ``GATEWAY_TEST_SERVER=uvicorn make test`` or ``=hypercorn``
+runs it on another. Each server gets the request-head limits ``gateway serve`` gives it
+(``gateway.server_config``), from the app's ``limits.header_timeout_s`` and
+``limits.request_head_bytes``. uvicorn and hypercorn are imported only when chosen (optional extras)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,25 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import uvicorn
+import pytest
 
 from gateway import server_config
-from gateway.servers import DEFAULT_SERVER, Listen
+from gateway.servers import DEFAULT_SERVER, SERVERS, ServerLimits, not_installed
 
 Stop = Callable[[], Awaitable[None]]
 GRACEFUL_S = 5.0
+
+
+# Servers whose request-head deadline (limits.header_timeout_s) holds for a head that never
+# completes: uvicorn has none (gateway.server_config).
+HEAD_DEADLINE_SERVERS = ("granian", "hypercorn")
+
+
+def server_params(names: tuple[str, ...] = SERVERS) -> list[Any]:
+    """``names`` as pytest parameters, each skipped where its optional extra is not installed."""
+    return [pytest.param(name, marks=pytest.mark.skipif(not_installed(name) is not None,
+                                                        reason=not_installed(name) or ""))
+            for name in names]
 
 
 def chosen_server() -> str:
@@ -36,19 +49,19 @@ def _bound_socket() -> socket.socket:
     return sock
 
 
-def header_timeout_s(app: Any) -> float:
-    """The gateway app's ``limits.header_timeout_s``; the default for any other app."""
+def server_limits(app: Any) -> ServerLimits:
+    """The gateway app's request-head limits (``limits``); the defaults for any other app."""
     gateway = getattr(getattr(app, "state", None), "gateway", None)
     if gateway is None:
-        return float(Listen.header_timeout_s)
-    return float(gateway.config.limits.header_timeout_s)
+        return ServerLimits()
+    return ServerLimits.of(gateway.config.limits)
 
 
 def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None], Callable[[], None]]:
     """Start serving ``app``; returns the port, the serving task and a function that asks it to
     stop gracefully (await the task after calling it)."""
     server = server or chosen_server()
-    head_s = header_timeout_s(app)
+    limits = server_limits(app)
     if server == "granian":
         from granian.constants import Interfaces
         from granian.server.embed import Server as Granian
@@ -57,22 +70,23 @@ def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None],
         with _bound_socket() as probe:
             port = probe.getsockname()[1]
         granian = Granian(app, address="127.0.0.1", port=port, interface=Interfaces.ASGI, websockets=False,
-                          http=server_config.GRANIAN_HTTP, http1_settings=server_config.granian_http1(head_s),
+                          http=server_config.GRANIAN_HTTP, http1_settings=server_config.granian_http1(limits),
                           log_enabled=False)
         logging.getLogger("granian").propagate = True
         return port, asyncio.create_task(granian.serve()), granian.stop
     if server == "uvicorn":
+        import uvicorn
+
         sock = _bound_socket()
         port = sock.getsockname()[1]
         config = uvicorn.Config(app, loop="none", ws="none", lifespan="on",
                                 proxy_headers=False, access_log=False, log_config=None,
                                 timeout_graceful_shutdown=int(GRACEFUL_S),
-                                **server_config.uvicorn_options(head_s))
-        uv = _PromptUvicorn(config)
+                                **server_config.uvicorn_options(limits))
+        uv = uvicorn.Server(config)
 
         def stop_uvicorn() -> None:
             uv.should_exit = True
-            uv.stopping.set()
 
         async def run() -> None:
             try:
@@ -84,7 +98,7 @@ def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None],
     from hypercorn.asyncio.run import worker_serve
     from hypercorn.utils import wrap_app
 
-    hyper = server_config.hypercorn_config(head_s)
+    hyper = server_config.hypercorn_config(limits)
     hyper.bind = ["127.0.0.1:0"]
     hyper.accesslog = None
     hyper.errorlog = logging.getLogger("hypercorn.error")  # propagate to pytest's capture
@@ -119,39 +133,3 @@ async def stop(task: asyncio.Task[None], ask: Callable[[], None]) -> None:
     ask()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-
-
-class _PromptUvicorn(uvicorn.Server):
-    """uvicorn's server (0.54), which stops at once: it notices a stop without waiting for its next
-    0.1 s tick, and its shutdown does what uvicorn's does without the fixed 0.1 s pause after asking
-    the connections to close. Every test that starts a gateway stops one, and 0.2 s a test added
-    minutes to the suite."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.stopping = asyncio.Event()
-
-    async def main_loop(self) -> None:
-        counter = 0
-        while not await self.on_tick(counter):
-            counter = (counter + 1) % 864_000
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.1):
-                    await self.stopping.wait()
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        for server in self.servers:
-            server.close()
-        for sock in sockets or []:
-            sock.close()
-        for connection in list(self.server_state.connections):
-            connection.shutdown()
-        await asyncio.sleep(0)  # their connection_lost callbacks run
-        try:
-            async with asyncio.timeout(self.config.timeout_graceful_shutdown):
-                await self._wait_tasks_to_complete()
-        except TimeoutError:
-            for task in self.server_state.tasks:
-                task.cancel()
-        if not self.force_exit:
-            await self.lifespan.shutdown()

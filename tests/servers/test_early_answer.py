@@ -1,8 +1,7 @@
 """An answer given before the request body is read (413 from Content-Length; the rest of the body
-still on its way) reaches the client on every server: the connection is closed only after the
-client stopped sending (a lingering close), never with unread input, which makes the kernel send a
-reset that the client sees instead of the answer. uvicorn closed at once until the gateway served
-it with its own protocol (``gateway.uvicorn_protocol``)."""
+still on its way) reaches the client on every server, stock: the connection is not closed with
+unread input in a way that makes the kernel send a reset that the client sees instead of the
+answer. (uvicorn's httptools protocol did close so; the h11 one it is served with does not.)"""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import orjson
 import pytest
 
 from gateway.app import create_app
-from gateway.servers import SERVERS
 from tests.conftest import MakeConfig
 from tests.servers import embedded
 
@@ -21,7 +19,7 @@ LIMIT = 64 * 1024
 BODY = b"x" * (8 * 1024 * 1024)  # far more than the socket buffers hold: the client is still writing
 
 
-@pytest.mark.parametrize("server", SERVERS)
+@pytest.mark.parametrize("server", embedded.server_params())
 async def test_early_413_is_read_by_a_client_still_sending(server: str, make_config: MakeConfig) -> None:
     app = create_app(make_config(limits={"json_body_bytes": LIMIT}), load_entrypoints=False)
     base, stop = await embedded.serving(app, server)
