@@ -1,8 +1,8 @@
 """Request-body deadlines: 408 ``request_timeout`` when a client stops sending its body.
 
-The server bounds the request head (hypercorn's ``h11`` read timeout) but not the body: an
-authenticated client that sends its headers and then stalls, or dribbles a byte a second, would
-hold a connection, a handler and its buffers for ever. ``BodyDeadlineMiddleware`` wraps
+The server bounds the request head (``limits.header_timeout_s``, ``gateway.server_config``) but
+not the body: an authenticated client that sends its headers and then stalls, or dribbles a byte a
+second, would hold a connection, a handler and its buffers for ever. ``BodyDeadlineMiddleware`` wraps
 ``receive`` so that, while the body is still coming,
 
 * each wait for the next piece lasts at most ``limits.body_idle_timeout_s``, and
@@ -11,10 +11,10 @@ hold a connection, a handler and its buffers for ever. ``BodyDeadlineMiddleware`
 A missed deadline raises ``RequestTimeout`` from ``receive``, which the route's ``endpoint``
 wrapper (or ``EdgeMiddleware``'s guard) answers in the family's envelope; the answer says
 ``Connection: close`` since the rest of the body is never read. Once the body is complete,
-``receive`` is passed through untouched (the streaming relay waits on it for the disconnect), and
-so it is when the server reports the whole body already received (``BODY_COMPLETE_SCOPE_KEY``,
-uvicorn's protocol: the usual case of a body that came with its head), which spares each request a
-timer.
+``receive`` is passed through untouched (the streaming relay waits on it for the disconnect).
+
+The time the total deadline counts from is also when the request came in for the rest of the app
+(``gateway.http.ARRIVED_SCOPE_KEY``): one clock reading for both, taken before any handler ran.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.config import LimitsConfig
 from gateway.errors import GatewayError
-from gateway.http import BODY_COMPLETE_SCOPE_KEY
+from gateway.http import ARRIVED_SCOPE_KEY
 from gateway.observe import current_scope
 
 
@@ -42,19 +42,19 @@ class BodyDeadlineMiddleware:
         self.total_s = limits.body_total_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or BODY_COMPLETE_SCOPE_KEY in scope:  # nothing left to wait for
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = time.monotonic()
+        started: float = scope.setdefault(ARRIVED_SCOPE_KEY, time.perf_counter())
         body_done = False
         timed_out = False
         request_scope = current_scope()  # EdgeMiddleware's: it says Connection: close when asked
 
         async def timed_receive() -> Message:
             nonlocal body_done, timed_out
-            if body_done or BODY_COMPLETE_SCOPE_KEY in scope:
+            if body_done:
                 return await receive()
-            remaining = self.total_s - (time.monotonic() - started)
+            remaining = self.total_s - (time.perf_counter() - started)
             limit = min(self.idle_s, remaining)
             try:
                 if limit <= 0:

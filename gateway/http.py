@@ -100,13 +100,11 @@ def new_request_id() -> str:
     return f"req_{time.time_ns() // 1_000_000:012x}{_RANDOM.take(10).hex()}"
 
 
-# The scope key under which the server's protocol notes when a request's head was parsed
-# (``time.perf_counter()``; ``gateway.uvicorn_protocol``); a server that does not is read as "now".
+# The scope key under which the app's outer layer notes when a request came in (``time.perf_counter()``,
+# set by ``gateway.deadlines.BodyDeadlineMiddleware``); without it (a bare app) it reads as "now".
 ARRIVED_SCOPE_KEY = "gateway.arrived"
-# The scope key the server's protocol sets (to True) once a request's whole body has been received
-# and is buffered for ``receive`` (``gateway.uvicorn_protocol``): a body wait then cannot stall,
-# so ``gateway.deadlines`` arms no timer for it.
-BODY_COMPLETE_SCOPE_KEY = "gateway.body_complete"
+# The scope key under which ``read_json_body`` keeps the body it read, for any later reader.
+BODY_SCOPE_KEY = "gateway.body"
 
 
 def arrived(request: Request) -> float:
@@ -211,30 +209,20 @@ def path_error_response(request: Request, err: GatewayError) -> Response:
 async def read_json_body(request: Request) -> bytes:
     """The whole request body; InvalidRequest when it is empty or holds more JSON elements than
     ``limits.json_max_elements`` (``gateway.offload.check_elements``). The body-limit middleware
-    raises RequestTooLarge from here when the body grows past its limit."""
+    raises RequestTooLarge from here when the body grows past its limit. The body is read once
+    (``Request.stream``) and kept in the scope: a second call gets the same bytes."""
     tally = ElementTally()
-    chunks: list[bytes] = []
-    if hasattr(request, "_body") or request._stream_consumed:  # read before: Starlette has it
-        chunks.append(await request.body())
-        tally.feed(chunks[-1])
+    body = request.scope.get(BODY_SCOPE_KEY)
+    if isinstance(body, bytes):
+        tally.feed(body)
     else:
-        # ``receive`` directly, as ``Request.stream`` does, without its async generator per request.
-        receive = request.receive
-        while True:
-            message = await receive()
-            if message["type"] == "http.request":
-                chunk = message.get("body", b"")
-                if chunk:
-                    tally.feed(chunk)  # a chunk at a time: no pass over a whole large body on the loop
-                    chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
-            elif message["type"] == "http.disconnect":
-                request._is_disconnected = True
-                raise ClientDisconnect()
-        request._stream_consumed = True
-    body = b"".join(chunks)  # one chunk (the usual case) is returned as it is, not copied
-    request._body = body  # what Request.body() caches: later readers get the same bytes
+        chunks: list[bytes] = []
+        async for chunk in request.stream():  # ClientDisconnect when the client hangs up
+            if chunk:
+                tally.feed(chunk)  # a chunk at a time: no pass over a whole large body on the loop
+                chunks.append(chunk)
+        body = b"".join(chunks)  # one chunk (the usual case) is returned as it is, not copied
+        request.scope[BODY_SCOPE_KEY] = body
     if not body or body.isspace():
         raise InvalidRequest("The request body is empty; a JSON object is required.")
     await check_elements(request, body, tally.bound)

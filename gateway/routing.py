@@ -148,9 +148,11 @@ def bare_request_response(endpoint: Endpoint) -> ASGIApp:
 
 def lean_handlers(routes: Sequence[BaseRoute]) -> None:
     """Swap Starlette's ``request_response`` wrapper of each async function endpoint for
-    ``bare_request_response`` (routes built with their own middleware or an ASGI app are left)."""
+    ``bare_request_response``. A function endpoint's ``Route.app`` is a plain function (what
+    ``request_response`` returns); a route given its own middleware holds that middleware (an
+    object) there instead, and is left as it is, as is an ASGI-app endpoint or a sync function
+    (which runs in Starlette's thread pool)."""
     for route in routes:
-        if not isinstance(route, Route) or not inspect.iscoroutinefunction(route.endpoint):
-            continue  # a sync function runs in Starlette's thread pool: left to request_response
-        if getattr(route.app, "__qualname__", "") == "request_response.<locals>.app":
+        if (isinstance(route, Route) and inspect.iscoroutinefunction(route.endpoint)
+                and inspect.isfunction(route.app)):
             route.app = bare_request_response(route.endpoint)
