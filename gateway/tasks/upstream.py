@@ -28,7 +28,7 @@ from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
-from gateway.upstream.client import USER_AGENT, AnswerTooLarge
+from gateway.upstream.client import USER_AGENT, AnswerTooLarge, Destination
 from gateway.upstream.pool import UpstreamPool
 
 __all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "poll_each", "prorated_charge",
@@ -115,8 +115,11 @@ class TaskHttp:
             headers[REQUEST_ID_HEADER] = request_id
         if body is not None:
             headers["Content-Type"] = "application/json"
-        url, upstream_headers = self._pool.locate(upstream, path)
-        headers.update(upstream_headers)
+        # A Destination turns the URL's user:pass@ into Basic auth unless a credential header is set:
+        # aiohttp refuses credentials in a URL next to an Authorization header.
+        where = Destination(*self._pool.locate(upstream, path))
+        url = where.url
+        headers.update(where.headers)
         t = upstream.timeouts
         limit = t.connect_s + t.first_byte_s
         if timeout_s is not None:
@@ -144,7 +147,8 @@ class TaskHttp:
         headers = {"User-Agent": USER_AGENT}
         if request_id:
             headers[REQUEST_ID_HEADER] = request_id
-        url, upstream_headers = self._pool.locate(upstream, path)
+        where = Destination(*self._pool.locate(upstream, path))  # as in ``call``
+        url, upstream_headers = where.url, where.headers
         timeout = self._timeout(upstream)
         t = upstream.timeouts
         with upstream_io(upstream.name, f"on GET {path.split('?', 1)[0]}"):

@@ -78,6 +78,7 @@ class Echo:
 
     async def submit(self, request: web.Request) -> web.Response:
         prompt = str((await request.json()).get("prompt", ""))
+        self.calls.append((prompt, dict(request.headers)))
         if "refuse-http" in prompt:
             return web.json_response({"description": self.complaint(request)}, status=400)
         if "refuse-code" in prompt:
@@ -234,6 +235,24 @@ async def test_empty_api_key_leaves_the_urls_basic_auth(
         assert headers.get("authorization") == basic, headers
         assert "x-api-key" not in headers and "x-goog-api-key" not in headers, headers
     assert sent["ok-keyed-chat"]["authorization"] == "Bearer sk-keyed-1234"  # a key wins over the URL's
+
+
+@pytest.mark.parametrize(("api_key", "expected"),
+                         [("", "basic"), ("sk-keyed-task1", "Bearer sk-keyed-task1")])
+async def test_task_upstream_with_url_credentials(
+        gateway_server: StartGateway, make_config: MakeConfig, echo: tuple[str, Echo],
+        api_key: str, expected: str) -> None:
+    """Media task calls (aiohttp, which refuses URL credentials next to an Authorization header)
+    follow the same rule: the key when there is one, else the URL's Basic auth."""
+    base, script = echo
+    upstreams = [{"name": "userinfo-image", "protocol": "imagetask", "api_key": api_key,
+                  "base_url": _with_userinfo(base, "gina", "pw-1234"), "models": ["userinfo-image"]}]
+    gw = await user_and_key(await gateway_server(make_config(
+        extra_models=[{"id": "userinfo-image", "price": {"per_task": 0.05}}], extra_upstreams=upstreams)))
+    reply = await gw.request("POST", "/imagetask/submit/imagine", key=gw.key, json={"prompt": "a cat"})
+    assert reply.status == 200, reply.text
+    basic = "Basic " + base64.b64encode(b"gina:pw-1234").decode()
+    assert script.calls[-1][1].get("Authorization") == (basic if expected == "basic" else expected)
 
 
 async def test_admin_upstreams_shows_no_url_credentials(
