@@ -1,10 +1,10 @@
-"""Property 4: secret canaries. A client key and upstream keys with recognisable random parts go
-through success, 401, upstream 5xx, aborted and ``?key=`` (plain and percent-encoded) paths of
-each text family, and through media tasks (image and music: success, failure, a refused
-submission) whose status changes are called back to a local receiver; then the log (every
-record, with stack traces), the database files, every answer body and header, every callback
-(path, headers, body) and ``/metrics`` must hold none of them: neither as they are, nor
-percent-encoded, nor in base64 (at any alignment).
+"""Property 4: secret canaries. A client key, upstream keys and credentials in upstream base URLs
+(``user:pass@``), with recognisable random parts, go through success, 401, upstream 5xx, aborted
+and ``?key=`` (plain and percent-encoded) paths of each text family, and through media tasks
+(image and music: success, failure, a refused submission) whose status changes are called back to
+a local receiver; then the log (every record, with stack traces), the database files, every
+answer body and header, every callback (path, headers, body) and ``/metrics`` must hold none of
+them: neither as they are, nor percent-encoded, nor in base64 (at any alignment).
 """
 
 from __future__ import annotations
@@ -69,7 +69,11 @@ async def test_no_secret_reaches_logs_db_bodies_or_metrics(
     up_secret = "CANARYup" + secrets.token_hex(12)
     ok_key, fail_key, slow_key = (f"sk-sim-{up_secret}", f"sk-sim-fail503-{up_secret}",
                                   f"sk-sim-tok200-{up_secret}")
-    upstreams = _upstreams(simulator.base_url, ok_key, fail_key, slow_key)
+    # Credentials in the base URL too (sent as Basic auth where the protocol's key header is not
+    # Authorization): they must not show anywhere either.
+    url_secret = "CANARYurl" + secrets.token_hex(12)
+    sim_url = simulator.base_url.replace("http://", f"http://canary:{url_secret}@")
+    upstreams = _upstreams(sim_url, ok_key, fail_key, slow_key)
     models = [{"id": u["name"], "price": PRICE} for u in upstreams]
     gw = await user_and_key(await gateway_server(make_config(extra_models=models, extra_upstreams=upstreams)))
     client_secret = gw.key[7:-5]  # what no masked form shows
@@ -129,7 +133,7 @@ async def test_no_secret_reaches_logs_db_bodies_or_metrics(
 
     stores = {"answers": b"\n".join(seen), "log": caplog.text.encode(),
               "database": await asyncio.to_thread(_read_all, tmp_path)}
-    assert_absent([client_secret, up_secret, wrong_key[3:]], stores)
+    assert_absent([client_secret, up_secret, url_secret, wrong_key[3:]], stores)
     assert metrics.status == 200 and b"gateway_" in metrics.body
     assert len(seen) > 80
     assert b"key=REDACTED" in stores["log"] and b"%6Bey=REDACTED" in stores["log"]  # the paths were logged
@@ -188,9 +192,11 @@ async def test_no_secret_reaches_task_callbacks(
     caplog.set_level(logging.DEBUG)
     hook, received = callbacks
     up_secret = "CANARYtask" + secrets.token_hex(12)
+    url_secret = "CANARYurl" + secrets.token_hex(12)  # in the music upstream's base URL
     upstreams = [{"name": "canary-image", "protocol": "imagetask", "base_url": simulator.base_url,
                   "api_key": f"sk-sim-dur200-steps2-{up_secret}", "models": ["canary-image"]},
-                 {"name": "canary-music", "protocol": "music", "base_url": simulator.base_url,
+                 {"name": "canary-music", "protocol": "music",
+                  "base_url": simulator.base_url.replace("http://", f"http://canary:{url_secret}@"),
                   "api_key": f"sk-sim-dur200-{up_secret}", "models": {"music_v4": "music_v4"}}]
     models = [{"id": name, "price": {"per_task": 0.05}} for name in ("canary-image", "music_v4")]
     tasks = {"poll_first_s": 0.05, "poll_interval_s": 0.1, "timeout_s": 30,
@@ -211,5 +217,5 @@ async def test_no_secret_reaches_task_callbacks(
 
     stores = {"callbacks": b"\n".join(received), "answers": b"\n".join(seen), "log": caplog.text.encode(),
               "database": await asyncio.to_thread(_read_all, tmp_path)}
-    assert_absent([gw.key[7:-5], up_secret, wrong_key[3:]], stores)
+    assert_absent([gw.key[7:-5], up_secret, url_secret, wrong_key[3:]], stores)
     assert b"gateway_" in metrics.body and len(received) >= 8
