@@ -57,11 +57,13 @@ def server_limits(app: Any) -> ServerLimits:
     return ServerLimits.of(gateway.config.limits)
 
 
-def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None], Callable[[], None]]:
-    """Start serving ``app``; returns the port, the serving task and a function that asks it to
-    stop gracefully (await the task after calling it)."""
+def start(app: Any, server: str | None = None,
+          limits: ServerLimits | None = None) -> tuple[int, asyncio.Task[None], Callable[[], None]]:
+    """Start serving ``app`` under ``limits`` (by default the app's own, ``server_limits``); returns
+    the port, the serving task and a function that asks it to stop gracefully (await the task after
+    calling it)."""
     server = server or chosen_server()
-    limits = server_limits(app)
+    limits = limits or server_limits(app)
     if server == "granian":
         from granian.constants import Interfaces
         from granian.server.embed import Server as Granian
@@ -112,10 +114,11 @@ def start(app: Any, server: str | None = None) -> tuple[int, asyncio.Task[None],
     return port, task, shutdown.set
 
 
-async def serving(app: Any, server: str | None = None) -> tuple[str, Callable[[], Awaitable[None]]]:
+async def serving(app: Any, server: str | None = None,
+                  limits: ServerLimits | None = None) -> tuple[str, Callable[[], Awaitable[None]]]:
     """``app`` served as ``start`` serves it, once it answers ``GET /healthz``: its base URL and
     a function that stops it."""
-    port, task, ask = start(app, server)
+    port, task, ask = start(app, server, limits)
     base = f"http://127.0.0.1:{port}"
     async with aiohttp.ClientSession() as probe:
         for _ in range(1000):
