@@ -1,0 +1,199 @@
+"""The one HTTP client of everything the gateway sends upstream (text relay, media tasks, result
+downloads): one aiohttp session per event loop, configured through its public options only, with
+the limits every answer is read under.
+
+What an upstream's answer may make the gateway hold or wait for, each from the config:
+
+* its head: ``limits.upstream_header_bytes`` per line, ``limits.upstream_header_count`` lines
+  (aiohttp's parser refuses more, as a ``ClientResponseError``);
+* a whole (non-streamed) body, after decompression: ``limits.upstream_body_bytes``
+  (``UpstreamAnswer.read`` stops reading past it; aiohttp inflates a gzip body a bounded piece at a
+  time, so a small body that inflates to gigabytes never sits in memory whole);
+* the head's arrival: ``connect_s + first_byte_s`` from the call (``UpstreamClient.request``);
+* a pause between two reads: ``idle_s`` (``UpstreamAnswer``'s watchdog, one timer per answer);
+* the whole attempt, connect to last byte: ``total_s`` (aiohttp's ``ClientTimeout.total``).
+
+Redirects are never followed here (a text upstream's 3xx is a failed attempt, decided by the
+caller); media downloads follow them through the SSRF guard (``gateway.tasks.upstream``). Proxy
+settings are not read from the environment. A ``user:password@`` in an upstream URL becomes Basic
+authorization unless the upstream's own headers carry an ``Authorization``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import AsyncIterable, Callable, Mapping
+from urllib.parse import unquote
+
+import aiohttp
+from multidict import CIMultiDictProxy
+from yarl import URL
+
+from gateway.config import LimitsConfig, UpstreamTimeouts
+
+__all__ = ["AnswerTooLarge", "Destination", "UpstreamAnswer", "UpstreamClient", "UpstreamConnectionError"]
+
+KEEPALIVE_S = 60.0  # an idle pooled connection older than this is closed instead of reused
+MAX_PER_ORIGIN = 512  # connections in use at once to one scheme://host:port; later calls wait
+USER_AGENT = "model-gateway/0.1"
+
+
+class UpstreamConnectionError(Exception):
+    """What came back from an upstream cannot be used (beyond aiohttp's own ``ClientError``s)."""
+
+
+class AnswerTooLarge(UpstreamConnectionError):
+    """A whole answer body grew past ``limits.upstream_body_bytes``."""
+
+
+class Destination:
+    """Where one kind of call goes: its URL (credentials taken out of it) and the headers every
+    such call carries, made once per (upstream, path, model)."""
+
+    __slots__ = ("headers", "url")
+
+    def __init__(self, url: str, headers: Mapping[str, str]) -> None:
+        parsed = URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"not an http(s) URL: {parsed.with_user(None)!s}")
+        merged = dict(headers)
+        if parsed.user is not None and not any(name.lower() == "authorization" for name in merged):
+            credential = f"{unquote(parsed.raw_user or '')}:{unquote(parsed.raw_password or '')}"
+            merged["Authorization"] = "Basic " + base64.b64encode(credential.encode()).decode()
+        self.url = parsed.with_user(None)
+        self.headers = merged
+
+    def headers_with(self, extra: Mapping[str, str]) -> dict[str, str]:
+        """The fixed headers with a call's own, which win over a fixed one of the same name."""
+        if not extra:
+            return dict(self.headers)
+        replaced = {name.lower() for name in extra}
+        out = {name: value for name, value in self.headers.items() if name.lower() not in replaced}
+        out.update(extra)
+        return out
+
+
+class UpstreamAnswer:
+    """One answer: status and headers, then its body read whole (``read``, within the body limit)
+    or as it arrives (``readany``). ``release`` or ``close`` end it (an answer not read to its end
+    drops its connection, which is what stops an upstream still generating)."""
+
+    __slots__ = ("_body_limit", "_expired", "_idle_s", "_loop", "_response", "_timer", "_waiting_since",
+                 "headers", "status")
+
+    def __init__(self, response: aiohttp.ClientResponse, idle_s: float, body_limit: int) -> None:
+        self._response = response
+        self.status = response.status
+        self.headers: CIMultiDictProxy[str] = response.headers
+        self._idle_s = idle_s
+        self._body_limit = body_limit
+        self._loop = asyncio.get_running_loop()
+        self._waiting_since: float | None = None
+        self._expired = False
+        # One timer for the answer's life, checked when it fires, instead of one per read.
+        self._timer: asyncio.TimerHandle | None = self._loop.call_later(idle_s, self._check_idle)
+
+    def _check_idle(self) -> None:
+        since = self._waiting_since
+        waited = 0.0 if since is None else self._loop.time() - since
+        if waited >= self._idle_s:
+            self._expired = True
+            self._timer = None
+            self._response.close()  # the pending read ends; ``readany`` turns it into a timeout
+            return
+        self._timer = self._loop.call_later(self._idle_s - waited, self._check_idle)
+
+    async def readany(self) -> bytes:
+        """What has arrived since the last read (waiting up to the idle timeout); b"" at the end."""
+        self._waiting_since = self._loop.time()
+        try:
+            return await self._response.content.readany()
+        except aiohttp.ClientError:
+            if self._expired:
+                raise TimeoutError("the upstream went silent") from None
+            raise
+        finally:
+            self._waiting_since = None
+
+    async def read(self) -> bytes:
+        """The whole body; ``AnswerTooLarge`` past the body limit (nothing more is read)."""
+        parts: list[bytes] = []
+        size = 0
+        while data := await self.readany():
+            size += len(data)
+            if size > self._body_limit:
+                self.close()
+                raise AnswerTooLarge(f"the answer body is over {self._body_limit} bytes")
+            parts.append(data)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    def release(self) -> None:
+        """Done with the answer: its connection serves the next call if it was read to its end."""
+        self._stop_timer()
+        self._response.release()
+
+    def close(self) -> None:
+        """Done with the answer, its connection closed whatever was left unread."""
+        self._stop_timer()
+        self._response.close()
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+class UpstreamClient:
+    """The pooled session and the one way a call is sent (``request``)."""
+
+    def __init__(self, limits: LimitsConfig) -> None:
+        self._limits = limits
+        self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=MAX_PER_ORIGIN,
+                                         keepalive_timeout=KEEPALIVE_S, ttl_dns_cache=10)
+        limits = self._limits
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=aiohttp.ClientTimeout(total=None),
+            # Only what an upstream needs: the gateway sends its own User-Agent with each call.
+            skip_auto_headers=("User-Agent", "Accept"), trust_env=False,
+            max_line_size=limits.upstream_header_bytes, max_field_size=limits.upstream_header_bytes,
+            max_headers=limits.upstream_header_count)
+
+    async def stop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("the upstream client is not started")
+        return self._session
+
+    def timeout(self, timeouts: UpstreamTimeouts) -> aiohttp.ClientTimeout:
+        """aiohttp's timeout of one attempt: connect and total (the head and idle deadlines are
+        the caller's and ``UpstreamAnswer``'s); made once per set of timeouts."""
+        key = (timeouts.connect_s, timeouts.total_s)
+        found = self._timeouts.get(key)
+        if found is None:
+            found = self._timeouts[key] = aiohttp.ClientTimeout(total=timeouts.total_s,
+                                                                 sock_connect=timeouts.connect_s)
+        return found
+
+    async def request(self, method: str, destination: Destination, headers: dict[str, str],
+                      body: bytes | AsyncIterable[bytes] | None, timeouts: UpstreamTimeouts,
+                      on_sent: Callable[[], None] | None = None) -> UpstreamAnswer:
+        """Send one request and return once the answer's head has come, within ``connect_s +
+        first_byte_s`` (else ``TimeoutError``). ``on_sent`` runs as the request leaves: work that
+        can overlap the upstream's."""
+        session = self.session
+        if on_sent is not None:
+            on_sent()
+        async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
+            response = await session.request(method, destination.url, data=body, headers=headers,
+                                             allow_redirects=False, timeout=self.timeout(timeouts))
+        return UpstreamAnswer(response, timeouts.idle_s, self._limits.upstream_body_bytes)
