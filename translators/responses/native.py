@@ -112,7 +112,10 @@ class NativeStream:
         return sse(event)
 
     def close(self) -> bytes:
-        tail = b"".join(self._event(e.data) for e in self._parser.close())
+        try:
+            tail = b"".join(self._event(e.data) for e in self._parser.close())
+        except msgspec.DecodeError:
+            tail = b""  # the half of an event a cut stream left: dropped, the relay reports the cut
         held, self._held = self._held, b""
         return tail + held
 

@@ -66,3 +66,13 @@ def test_no_usage_is_estimated_and_cut_stream_is_incomplete() -> None:
     assert stream.close() == b"" and not stream.complete and stream.final is None
     usage = stream.usage()
     assert usage.estimated and usage.input_tokens == 5 and usage.output_tokens > 0
+
+
+def test_a_cut_stream_leaves_half_an_event_that_close_drops() -> None:
+    """The upstream closed in the middle of an event: ``close`` must not raise (the relay calls it
+    to end the stream, and then writes the error event itself)."""
+    meta = ResponseMeta(id="resp_ours", model="public", request=ResponsesRequest(model="public"))
+    stream = NativeStream(meta, input_estimate=5)
+    delta = {"type": "response.output_text.delta", "sequence_number": 1, "delta": "hi"}
+    assert b'"hi"' in stream.feed(sse(delta) + b'data: {"type": "response.output_te')
+    assert stream.close() == b"" and not stream.complete
