@@ -67,6 +67,8 @@ def semantic_errors(config: Config) -> list[str]:
             errors.append(f"{where}.base_url: must not have a query or fragment, got {shown!r}")
         if up.weight < 1:
             errors.append(f"{where}.weight: must be at least 1")
+        if breaks_header_line(up.api_key):  # a key read from a file with its newline, say
+            errors.append(f"{where}.api_key: holds a line break or NUL, which no HTTP header may carry")
         for header, value in up.headers.items():
             if not _HEADER_NAME.fullmatch(header) or breaks_header_line(value):
                 errors.append(f"{where}.headers.{header}: not a valid HTTP header name and value")

@@ -9,7 +9,6 @@ so they do not go through the text relay's ``attempt``; they share its error map
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -28,7 +27,7 @@ from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
-from gateway.upstream.client import USER_AGENT, AnswerTooLarge, Destination
+from gateway.upstream.client import USER_AGENT, AnswerTooLarge, Destination, body_payload
 from gateway.upstream.pool import UpstreamPool
 
 __all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "poll_each", "prorated_charge",
@@ -79,15 +78,8 @@ def refusal(reply: TaskReply, *fallbacks: str) -> UpstreamHTTPError:
     return UpstreamHTTPError(reply.status, message)
 
 
-# aiohttp writes a bytes body in one piece (and warns past 1 MB: it may hold the event loop); a file
-# object is sent in chunks. Video submissions carry inline media of up to 200 MB.
-_LARGE_BODY = 1024 * 1024
 MAX_REDIRECTS = 5  # hops a result download may take
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
-
-
-def _payload(body: bytes | None) -> bytes | io.BytesIO | None:
-    return io.BytesIO(body) if body is not None and len(body) > _LARGE_BODY else body
 
 
 class TaskHttp:
@@ -127,7 +119,7 @@ class TaskHttp:
         body_limit = self._pool.limits.upstream_body_bytes
         with upstream_io(upstream.name, f"on {method} {path.split('?', 1)[0]}"):
             async with asyncio.timeout(limit):
-                async with self._pool.session.request(method, url, data=_payload(body), headers=headers,
+                async with self._pool.session.request(method, url, data=body_payload(body), headers=headers,
                                                       timeout=self._timeout(upstream),
                                                       allow_redirects=False) as resp:
                     data = await _read_within(resp, body_limit)
@@ -141,9 +133,10 @@ class TaskHttp:
         """A GET whose body is streamed by the caller (a result file: read ``resp.content`` in
         chunks, never the whole body at once), within the connect and first-byte timeouts; later
         reads are bounded by the idle timeout. Redirects are followed by default (result files
-        often live behind one), at most ``MAX_REDIRECTS``, and only through the SSRF guard of
-        callbacks, without the upstream's headers (its credential is for the upstream alone). The
-        caller releases the response; a 401/429/5xx raises ``UpstreamFailure`` (released here)."""
+        often live behind one), at most ``MAX_REDIRECTS``: on the upstream's own origin as the first
+        request went; to any other origin only through the SSRF guard of callbacks and without the
+        upstream's headers (its credential is for the upstream alone). The caller releases the
+        response; a 401/429/5xx raises ``UpstreamFailure`` (released here)."""
         headers = {"User-Agent": USER_AGENT}
         if request_id:
             headers[REQUEST_ID_HEADER] = request_id
@@ -161,8 +154,12 @@ class TaskHttp:
                     resp.release()
                     if hops > MAX_REDIRECTS:
                         raise UpstreamError(f"The upstream redirected more than {MAX_REDIRECTS} times.")
-                    resp = await self._redirected(resp.url.join(URL(resp.headers["Location"])), headers,
-                                                  limits=timeout)
+                    target = resp.url.join(URL(resp.headers["Location"]))
+                    if target.origin() == url.origin():
+                        resp = await self._pool.session.get(target, headers={**headers, **upstream_headers},
+                                                            timeout=timeout, allow_redirects=False)
+                    else:
+                        resp = await self._redirected(target, headers, limits=timeout)
         if resp.status in (401, 429) or resp.status >= 500:
             resp.release()
             raise UpstreamFailure(upstream.name, f"answered HTTP {resp.status}", resp.status)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 from collections.abc import AsyncIterable, Callable, Mapping
 from urllib.parse import unquote
 
@@ -32,11 +33,21 @@ from yarl import URL
 
 from gateway.config import LimitsConfig, UpstreamTimeouts
 
+Body = bytes | AsyncIterable[bytes]
+
 __all__ = ["AnswerTooLarge", "Destination", "UpstreamAnswer", "UpstreamClient", "UpstreamConnectionError"]
 
 KEEPALIVE_S = 60.0  # an idle pooled connection older than this is closed instead of reused
 MAX_PER_ORIGIN = 512  # connections in use at once to one scheme://host:port; later calls wait
 USER_AGENT = "model-gateway/0.1"
+# aiohttp writes a bytes body in one piece (and warns past 1 MB: it may hold the event loop); a file
+# object is sent in chunks. Video submissions carry inline media of up to 200 MB.
+_LARGE_BODY = 1024 * 1024
+
+
+def body_payload(body: Body | None) -> Body | io.BytesIO | None:
+    """What aiohttp is given to send: a large bytes body as a file object, sent in pieces."""
+    return io.BytesIO(body) if isinstance(body, bytes) and len(body) > _LARGE_BODY else body
 
 
 class UpstreamConnectionError(Exception):
@@ -185,7 +196,7 @@ class UpstreamClient:
         return found
 
     async def request(self, method: str, destination: Destination, headers: dict[str, str],
-                      body: bytes | AsyncIterable[bytes] | None, timeouts: UpstreamTimeouts,
+                      body: Body | None, timeouts: UpstreamTimeouts,
                       on_sent: Callable[[], None] | None = None) -> UpstreamAnswer:
         """Send one request and return once the answer's head has come, within ``connect_s +
         first_byte_s`` (else ``TimeoutError``). ``on_sent`` runs as the request leaves: work that
@@ -194,6 +205,7 @@ class UpstreamClient:
         if on_sent is not None:
             on_sent()
         async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
-            response = await session.request(method, destination.url, data=body, headers=headers,
-                                             allow_redirects=False, timeout=self.timeout(timeouts))
+            response = await session.request(method, destination.url, data=body_payload(body),
+                                             headers=headers, allow_redirects=False,
+                                             timeout=self.timeout(timeouts))
         return UpstreamAnswer(response, timeouts.idle_s, self._limits.upstream_body_bytes)
