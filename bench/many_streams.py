@@ -44,6 +44,9 @@ class Wave(msgspec.Struct):
     errors: dict[str, int] = {}
     first_chunk_ms: list[float] = []  # per served stream
     gaps_ms: list[float] = []  # every gap between two chunks of a served stream
+    # Per served stream, its first and last chunk's arrival (time.monotonic(), one clock for all
+    # the generator's processes): how many streams were in flight at once.
+    spans: list[tuple[float, float]] = []
     cpu_s: float = 0.0  # this process's own user + system time: what the load itself cost
 
 
@@ -60,8 +63,8 @@ def _check(spec: Spec) -> None:
 
 
 async def _stream(session: aiohttp.ClientSession, spec: Spec) -> tuple[float, list[float]]:
-    """One call: seconds to its first chunk, and each chunk's arrival (perf_counter)."""
-    sent = time.perf_counter()
+    """One call: seconds to its first chunk, and each chunk's arrival (time.monotonic())."""
+    sent = time.monotonic()
     arrivals: list[float] = []
     tail = b""
     async with session.post(spec.url, data=spec.body, headers=spec.headers) as resp:
@@ -69,7 +72,7 @@ async def _stream(session: aiohttp.ClientSession, spec: Spec) -> tuple[float, li
             await resp.read()
             raise StreamFailed(f"HTTP {resp.status}")
         async for data in resp.content.iter_any():
-            arrivals.append(time.perf_counter())
+            arrivals.append(time.monotonic())
             tail = (tail + data)[-64:]
     if not arrivals or _END not in tail:
         raise StreamFailed("cut")
@@ -77,7 +80,7 @@ async def _stream(session: aiohttp.ClientSession, spec: Spec) -> tuple[float, li
 
 
 async def wave(spec: Spec) -> Wave:
-    out = Wave(errors={}, first_chunk_ms=[], gaps_ms=[])
+    out = Wave(errors={}, first_chunk_ms=[], gaps_ms=[], spans=[])
     # No pool limit: every call has a connection of its own from the start, as 2,000 clients would.
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=spec.deadline_s)
@@ -94,6 +97,7 @@ async def wave(spec: Spec) -> Wave:
         out.served += 1
         out.first_chunk_ms.append(round(first * 1000, 3))
         out.gaps_ms.extend(round((b - a) * 1000, 3) for a, b in itertools.pairwise(arrivals))
+        out.spans.append((arrivals[0], arrivals[-1]))
     return out
 
 

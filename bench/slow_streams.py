@@ -9,10 +9,12 @@ them (p50, p99, largest), the time to the first chunk, CPU per stream (user + sy
 relay's process tree over the waves, divided by the streams served), and peak RSS (``VmHWM``:
 each relay is started for this scenario alone, so it is this load's peak, not an earlier one's).
 
-The added inter-chunk p99 is the gateway's p99 gap minus the floor's: the same upstream pacing,
-the same load generator and the same machine under the same load are in both, so what is left
-is what the gateway adds over a bare relay. Each p99 minus the upstream's pace (50 ms) is shown
-too: what the whole chain (upstream timers, relay, client) adds.
+The added inter-chunk p99 is the gateway's p99 gap minus the upstream's pace (50 ms): what the
+whole chain (upstream timers, gateway, client, the machine they share) adds to the pace the
+upstream keeps. The floor's, taken the same way, is the part a bare relay on this machine adds
+too. Not the gateway's p99 minus the floor's: a relay that cannot keep up with 40,000 chunks a
+second (the floor is one Python process as well) makes its own gaps long, and any gateway would
+then look faster than a drowned floor.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class StreamsFigures:
     gap_max_ms: float
     first_chunk_p50_ms: float
     first_chunk_p99_ms: float
+    in_flight: int  # the most streams between their first and last chunk at one instant
     cpu_ms_per_stream: float  # the relay's
     peak_rss_mb: float
     # Over the waves, how busy the machine was: the relay's, the upstream's and the load
@@ -57,6 +60,7 @@ class StreamsFigures:
     upstream_cpu_s: float
     client_cpu_s: float
     wall_s: float
+    relay_busiest: float  # the relay's CPU share of one core in its busiest second (1.0: all of one)
 
 
 @dataclass
@@ -70,7 +74,7 @@ class SlowStreams:
 
     @property
     def added_gap_p99_ms(self) -> float:
-        return self.gateway.gap_p99_ms - self.floor.gap_p99_ms
+        return self.gateway.gap_p99_ms - self.pace_ms
 
     @property
     def cpu_ratio(self) -> float:
@@ -86,6 +90,7 @@ class _Seen:
     relay_cpu_s: float = 0.0
     upstream_cpu_s: float = 0.0
     wall_s: float = 0.0
+    relay_busiest: float = 0.0
 
 
 def _p99(values: Sequence[float]) -> float:
@@ -94,8 +99,41 @@ def _p99(values: Sequence[float]) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[98]
 
 
+def in_flight(waves: Sequence[Wave]) -> int:
+    """The most streams of one wave between their first and last chunk at the same instant."""
+    most = 0
+    for w in waves:
+        # Starts before ends at the same instant: two streams that touch count as overlapping.
+        edges = sorted([(start, 0) for start, _ in w.spans] + [(end, 1) for _, end in w.spans])
+        now = 0
+        for _, is_end in edges:
+            now += -1 if is_end else 1
+            most = max(most, now)
+    return most
+
+
 def _cpu(pid: int | None) -> float:
     return procs.cpu_seconds(pid) if pid else 0.0
+
+
+def _busiest_second(pid: int | None, running: Sequence[subprocess.Popen[bytes]], timeout: float) -> float:
+    """Waits for ``running`` to end, sampling ``pid``'s CPU time: its largest share of a core over
+    any second of the wait (one worker is one process: 1.0 is as fast as it can go)."""
+    samples: list[tuple[float, float]] = []
+    give_up = time.monotonic() + timeout
+    while any(proc.poll() is None for proc in running):
+        if time.monotonic() > give_up:
+            for proc in running:
+                proc.kill()
+            raise RuntimeError("the load generator outlived its deadline")
+        samples.append((time.monotonic(), _cpu(pid)))
+        time.sleep(0.25)
+    busiest = 0.0
+    for i, (then, cpu_then) in enumerate(samples):
+        later = next(((t, c) for t, c in samples[i + 1:] if t - then >= 1.0), None)
+        if later is not None:
+            busiest = max(busiest, (later[1] - cpu_then) / (later[0] - then))
+    return busiest
 
 
 def wave(target: Target, scenario: Scenario, count: int, deadline: float, directory: Path, log: Path,
@@ -114,30 +152,38 @@ def wave(target: Target, scenario: Scenario, count: int, deadline: float, direct
             command = [sys.executable, "-m", "bench.many_streams", str(spec), str(out)]
             running.append((subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
                                              cwd=procs.ROOT), out))
-        for proc, _ in running:
-            proc.wait(timeout=_START_DELAY_S + deadline + 30)
+        seen.relay_busiest = max(seen.relay_busiest, _busiest_second(target.pid, [p for p, _ in running],
+                                                                     _START_DELAY_S + deadline + 30))
     seen.wall_s += time.time() - start_at
     seen.relay_cpu_s += _cpu(target.pid) - relay
     seen.upstream_cpu_s += _cpu(upstream_pid) - upstream
-    for proc, out in running:
+    for proc, _ in running:
         if proc.returncode != 0:
             raise RuntimeError(f"the load generator exited with {proc.returncode} (see the process log)")
-        seen.waves.append(msgspec.json.decode(out.read_bytes(), type=Wave))
+    seen.waves.append(_merged([msgspec.json.decode(out.read_bytes(), type=Wave) for _, out in running]))
+
+
+def _merged(parts: Sequence[Wave]) -> Wave:
+    out = Wave(errors={}, first_chunk_ms=[], gaps_ms=[], spans=[])
+    for part in parts:
+        out.served += part.served
+        out.first_chunk_ms += part.first_chunk_ms
+        out.gaps_ms += part.gaps_ms
+        out.spans += part.spans
+        out.cpu_s += part.cpu_s
+        for kind, n in part.errors.items():
+            out.errors[kind] = out.errors.get(kind, 0) + n
+    return out
 
 
 def _figures(name: str, seen: _Seen, opened: int, peak_rss_mb: float) -> StreamsFigures:
-    gaps = [g for w in seen.waves for g in w.gaps_ms]
-    firsts = [f for w in seen.waves for f in w.first_chunk_ms]
-    served = sum(w.served for w in seen.waves)
-    errors: dict[str, int] = {}
-    for w in seen.waves:
-        for kind, n in w.errors.items():
-            errors[kind] = errors.get(kind, 0) + n
+    every = _merged(seen.waves)
+    gaps, firsts = every.gaps_ms, every.first_chunk_ms
     return StreamsFigures(
-        name, opened, served, errors, statistics.median(gaps) if gaps else 0.0, _p99(gaps),
+        name, opened, every.served, every.errors, statistics.median(gaps) if gaps else 0.0, _p99(gaps),
         max(gaps, default=0.0), statistics.median(firsts) if firsts else 0.0, _p99(firsts),
-        seen.relay_cpu_s / max(served, 1) * 1000, peak_rss_mb, seen.relay_cpu_s, seen.upstream_cpu_s,
-        sum(w.cpu_s for w in seen.waves), seen.wall_s)
+        in_flight(seen.waves), seen.relay_cpu_s / max(every.served, 1) * 1000, peak_rss_mb,
+        seen.relay_cpu_s, seen.upstream_cpu_s, every.cpu_s, seen.wall_s, seen.relay_busiest)
 
 
 def run(tmp: Path, upstream_port: int, server: str, admin_key: str, make_key: Callable[[str], str],
