@@ -26,6 +26,7 @@ from gateway.canonical import (
     UsageReport,
 )
 from gateway.errors import GatewayError, InvalidRequest, ModelNotFound, UpstreamError
+from gateway.wire.frames import FrameTooLarge
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +62,16 @@ def test_line_splitter_any_chunking(size: int) -> None:
     lines = [line for chunk in _chunks(data, size) for line in splitter.feed(chunk)]
     assert lines == [b'{"a":1}', b'{"b":2}']
     assert splitter.close() == [b'{"c":3}'] and splitter.close() == []
+
+
+def test_line_splitter_holds_an_unterminated_line_up_to_its_limit() -> None:
+    from gateway_ollama.ndjson import LineSplitter
+
+    splitter = LineSplitter(max_line_bytes=100)
+    assert splitter.feed(b'{"a":"' + b"x" * 90) == []
+    with pytest.raises(FrameTooLarge, match="NDJSON line"):
+        splitter.feed(b"x" * 20)
+    assert splitter.close() == []  # nothing of the refused line is kept
 
 
 @pytest.mark.parametrize("size", [1, 5, 64, 10_000])
