@@ -31,6 +31,12 @@ cannot make the server buffer an endless head:
   socket read (up to 256 KiB with asyncio) is parsed whatever its size; a larger or slower one is
   refused once the buffered part passes the limit.
 
+**A request with both Content-Length and Transfer-Encoding** (request smuggling, behind a proxy
+that reads the body by Content-Length): every server reads it by Transfer-Encoding; granian then
+closes the connection after its answer, as RFC 9112 (6.1) requires, while uvicorn and hypercorn
+(h11) keep it open and serve what follows as the next request, with no option against it
+(``tests/servers/test_smuggling.py``).
+
 **Requests the HTTP parser refuses** (a NUL or a lone CR in a header, a line without a colon, a
 space in a header name, a malformed request line) are answered by each server itself, before any
 ASGI app exists for them, with ``400`` and ``Connection: close``: granian and hypercorn with an
