@@ -5,8 +5,9 @@ StreamingResponse) because it must run two things at once: pumping upstream chun
 (``await send`` applies the server's backpressure, so a slow client slows the upstream read
 instead of filling memory), and listening for ``http.disconnect``. A disconnect cancels the pump
 and closes the upstream connection, which stops the generation upstream; the usage generated so
-far is still metered. The first chunk (already read, proof that the stream started) goes out with
-the head from the response's own task, before the pump starts: a turn of the event loop sooner.
+far is still metered. The first output (already read and translated: until it exists the attempt
+may still fail over, nothing sent or charged) goes out with the head from the response's own task,
+before the pump starts: a turn of the event loop sooner.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from starlette.responses import Response
@@ -34,16 +36,21 @@ from gateway.errors import GatewayError
 from gateway.records import Outcome
 from gateway.relay_call import CallContext, ClientCall
 from gateway.tokens import estimate_request_tokens, estimate_text_tokens
-from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, start_stream, upstream_io
+from gateway.translation import UpstreamCall
+from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, upstream_io
 from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
 
 log = logging.getLogger("gateway.relay")
+T = TypeVar("T", bound="StreamTransform")
 # What a translator raises on upstream stream bytes it cannot read (the stream is then cut).
 _UNREADABLE = (GatewayError, ValueError, msgspec.MsgspecError)
 
 
-class _Transform(Protocol):
+class StreamTransform(Protocol):
+    """What turns an upstream's stream bytes into the client's (``_Fast``, ``_Translate``, a
+    family's own)."""
+
     content_type: str
 
     def feed(self, chunk: bytes) -> bytes: ...
@@ -192,20 +199,60 @@ class _Fast:
 
 
 async def open_stream(ctx: CallContext, call: ClientCall, targets: list[Target]) -> StreamRelay:
-    """Find an upstream whose stream starts (first chunk read), then hand over to the relay."""
+    """The relay of a generation stream (``open_relay``): bytes as they are when the upstream
+    speaks the client's format, else translated through the canonical events."""
     pool = ctx.gateway.upstreams
-    target, (response, first) = await attempt(ctx, targets, lambda t: build_call(call, pool, t), start_stream)
-    transform: _Transform
-    try:
+
+    def make(target: Target, response: UpstreamAnswer) -> StreamTransform:
         if target.protocol == call.frontend.family:
-            content_type = response.headers.get("Content-Type", "text/event-stream")
-            transform = _Fast(ctx, call, target, content_type)
-        else:
-            transform = _Translate(ctx, call, target)
-    except BaseException:
-        response.close()
-        raise
-    return StreamRelay(ctx, target, response, first, transform)
+            return _Fast(ctx, call, target, response.headers.get("Content-Type", "text/event-stream"))
+        return _Translate(ctx, call, target)
+
+    relay, _ = await open_relay(ctx, targets, lambda t: build_call(call, pool, t), make)
+    return relay
+
+
+async def open_relay(ctx: CallContext, targets: list[Target], build: Callable[[Target], UpstreamCall],
+                     make: Callable[[Target, UpstreamAnswer], T]) -> tuple[StreamRelay, T]:
+    """Find an upstream whose stream gives the client its first output (``make`` gives the
+    transform of the target that answered), then hand over to the relay. Until that output exists
+    nothing is sent or charged, so an upstream that fails before it (a cut, an unreadable or
+    oversized first event) is a failed attempt like a refused connection: the next upstream is
+    tried, or the client gets a 502."""
+
+    async def start(target: Target, response: UpstreamAnswer) -> tuple[UpstreamAnswer, T, bytes]:
+        try:
+            transform = make(target, response)
+            return response, transform, await _first_output(target, response, transform)
+        except BaseException:
+            response.close()
+            raise
+
+    target, (response, transform, first) = await attempt(ctx, targets, build, start)
+    return StreamRelay(ctx, target, response, first, transform), transform
+
+
+async def _first_output(target: Target, response: UpstreamAnswer, transform: StreamTransform) -> bytes:
+    """Read and translate until there is something for the client; b"" for a stream that ended
+    after some bytes without any (its end is then the relay's to judge, complete or cut)."""
+    heard = False
+    with upstream_io(target.name, "before the first output"):
+        while chunk := await response.readany():
+            heard = True
+            try:
+                out = transform.feed(chunk)
+            except _UNREADABLE as exc:
+                raise UpstreamFailure(target.name,
+                                      f"unreadable stream before any output ({_reason(exc)})") from exc
+            if out:
+                return out
+    if not heard:
+        raise UpstreamFailure(target.name, "stream closed before the first chunk")
+    return b""
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 class StreamRelay(Response):
@@ -213,7 +260,7 @@ class StreamRelay(Response):
     route may return it; it writes its own start and body, so Response's own state is unused."""
 
     def __init__(self, ctx: CallContext, target: Target, response: UpstreamAnswer, first: bytes,
-                 transform: _Transform) -> None:  # no super().__init__: there is no body to render
+                 transform: StreamTransform) -> None:  # no super().__init__: there is no body to render
         self.status_code = 200
         self.background = None
         self._ctx = ctx
@@ -229,12 +276,11 @@ class StreamRelay(Response):
         outcome: Outcome = "client_disconnect"
         tasks: list[asyncio.Future[Any]] = []
         try:
-            # The first chunk goes out with the head, from this task: the pump's task would take
+            # The first output goes out with the head, from this task: the pump's task would take
             # it a turn of the event loop later (the stream's time to first byte).
-            first = self._feed_first()
             await send({"type": "http.response.start", "status": 200, "headers": headers})
-            if first:
-                await send({"type": "http.response.body", "body": first, "more_body": True})
+            if self._first:
+                await send({"type": "http.response.body", "body": self._first, "more_body": True})
             pump = asyncio.ensure_future(self._pump(send))
             tasks = [pump, asyncio.ensure_future(self._watch_disconnect(receive))]
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -265,25 +311,15 @@ class StreamRelay(Response):
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    def _feed_first(self) -> bytes:
-        """What the first chunk becomes for the client; an unreadable one marks the stream broken
-        (the pump then ends it with the error frame)."""
-        try:
-            return self._transform.feed(self._first)
-        except _UNREADABLE as exc:
-            self._unreadable(exc)
-            return b""
-
     def _unreadable(self, exc: BaseException) -> None:
         # An upstream answer its translator cannot read (or over a limit): the stream is as good
         # as cut. One line naming the upstream; a traceback would say nothing about the upstream.
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        log.warning("unreadable upstream stream from %s: %s (request %s)", self._ctx.upstream, reason,
+        log.warning("unreadable upstream stream from %s: %s (request %s)", self._ctx.upstream, _reason(exc),
                     self._ctx.request_id)
         self._broken = True
 
     async def _pump(self, send: Send) -> Outcome:
-        """The rest of the stream, after the first chunk (``__call__``), then its tail."""
+        """The rest of the stream, after the first output (``__call__``), then its tail."""
         transform = self._transform
         try:
             if not self._broken:

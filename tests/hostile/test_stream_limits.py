@@ -280,10 +280,6 @@ async def test_responses_client_onto_a_native_upstream(lgw: GatewayHandle,
         await attack(lgw, caplog, responses_call, upstream, kind, when, "sim-chat")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "gateway/relay_stream.py answers 200 with the first upstream chunk, before any output: a frame "
-    "over its limit before the first output is then a cut stream (an error event, the input "
-    "estimate charged), not the failed attempt the README's table asks for (502, nothing charged)"))
 async def test_before_any_output_a_502_and_nothing_charged(lgw: GatewayHandle,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     calls: list[tuple[Call, str, str]] = [(chat_call, "chat", "sim-chat"),

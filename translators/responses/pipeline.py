@@ -27,10 +27,11 @@ from gateway.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.http import arrived, error_response, get_gateway, read_json_body, request_id
 from gateway.offload import off_loop
 from gateway.relay_call import CallContext
-from gateway.relay_stream import StreamRelay
+from gateway.relay_stream import open_relay
 from gateway.tokens import estimate_body_tokens, estimate_parts_tokens, estimate_request_tokens
 from gateway.translation import UpstreamCall
-from gateway.upstream.attempt import attempt, read_body, start_stream
+from gateway.upstream.attempt import attempt, read_body
+from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
 from translators.responses.items import history_items, to_canonical
 from translators.responses.native import FEATURE, NativeStream, native_call, native_response
@@ -176,20 +177,15 @@ async def _once(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Re
 
 async def _stream(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Response:
     gw = ctx.gateway
-    target, (response, first) = await attempt(ctx, call.targets, lambda t: call.build(gw, t), start_stream)
-    transform: NativeStream | TranslatedStream
-    try:
+
+    def make(target: Target, _: UpstreamAnswer) -> NativeStream | TranslatedStream:
         if is_native(target):
-            limit = gw.config.limits.sse_event_bytes
-            transform = NativeStream(meta, call.input_estimate, max_event_bytes=limit)
-        else:
-            assert call.canonical is not None
-            decoder = gw.upstreams.adapter(target.protocol).stream_decoder(call.canonical, gw.config.limits)
-            transform = TranslatedStream(decoder, ResponsesStreamEncoder(meta), call.input_estimate)
-    except BaseException:
-        response.close()
-        raise
-    relay = StreamRelay(ctx, target, response, first, transform)
+            return NativeStream(meta, call.input_estimate, max_event_bytes=gw.config.limits.sse_event_bytes)
+        assert call.canonical is not None
+        decoder = gw.upstreams.adapter(target.protocol).stream_decoder(call.canonical, gw.config.limits)
+        return TranslatedStream(decoder, ResponsesStreamEncoder(meta), call.input_estimate)
+
+    relay, transform = await open_relay(ctx, call.targets, lambda t: call.build(gw, t), make)
     if not call.client.request.store:
         return relay
 
