@@ -24,7 +24,7 @@ import pytest_asyncio
 from openai.types.chat import ChatCompletionMessageParam
 
 from tests.conftest import GatewayHandle, MakeConfig, StartGateway
-from tests.hostile.upstream import MIB, Connection, HealthzSampler, PeakRss, idle_healthz_p99, log_faults
+from tests.hostile.upstream import MIB, Connection, HealthzSampler, PeakRss, log_faults
 
 PROTOCOLS = ("chat", "messages", "v1beta")
 BOTH = (False, True)  # a fault in the head fails a streamed call the same way, before any output
@@ -125,9 +125,9 @@ class Attack:
 async def attack(front: Front, caplog: pytest.LogCaptureFixture, protocols: Iterable[str] = PROTOCOLS,
                  streams: Iterable[bool] = (False,)) -> Attack:
     """One call per protocol (and per ``streams``) at once, ``/healthz`` sampled all along."""
-    idle = await idle_healthz_p99(front.gw.http, front.gw.base_url)
-    caplog.clear()
     sampler = HealthzSampler(front.gw.http, front.gw.base_url)
+    idle = await sampler.idle_p99()
+    caplog.clear()
     calls = [chat(front.client, f"hostile-{p}", s) for p in protocols for s in streams]
     with PeakRss() as rss:
         async with sampler.running():

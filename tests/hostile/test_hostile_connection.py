@@ -31,7 +31,7 @@ from tests.hostile.fronting import (
     front,
     json_answer,
 )
-from tests.hostile.upstream import Connection, HealthzSampler, HostileUpstream, TestCA, idle_healthz_p99
+from tests.hostile.upstream import Connection, HealthzSampler, HostileUpstream, TestCA
 from tests.serving import free_port, log_tail, spawn, stop, wait_healthy
 
 __all__ = ["front"]  # the fixture
@@ -99,8 +99,8 @@ async def test_a_certificate_for_another_host(tmp_path: Path, monkeypatch: pytes
                     async with http.post(base_url + "/v1/chat/completions", json=body, headers=key) as resp:
                         return resp.status, await resp.json()
 
-                idle = await idle_healthz_p99(http, base_url)
-                sampler = HealthzSampler(http, base_url)
+                sampler = HealthzSampler(http, base_url, in_process=False)  # the gateway is the child
+                idle = await sampler.idle_p99()
                 async with sampler.running():
                     status, refused = await call("tls-wrong")
                 assert status == 502 and refused["error"]["code"] == "upstream_error", refused

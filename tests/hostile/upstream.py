@@ -187,6 +187,10 @@ class HostileUpstream:
             await self._handler(Connection(reader, writer, self.received))
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass  # the gateway hung up on us: the point of most scripts
+        except asyncio.CancelledError:
+            # Cancelled by ``__aexit__`` only. Ending normally: asyncio's own callback on this task
+            # calls ``task.exception()``, which on a cancelled task raises and logs an error.
+            pass
         finally:
             self._tasks.discard(task)
             writer.close()
@@ -235,12 +239,10 @@ class PeakRss:
         self.growth_bytes = (_status_kib("VmHWM") - self.start_kib) * 1024
 
 
-async def _healthz_s(http: aiohttp.ClientSession, base_url: str) -> float:
-    started = time.perf_counter()
+async def _healthz(http: aiohttp.ClientSession, base_url: str) -> None:
     async with http.get(base_url + "/healthz") as resp:
         await resp.read()
         assert resp.status == 200, resp.status
-    return time.perf_counter() - started
 
 
 def p99(samples: Iterable[float]) -> float:
@@ -248,37 +250,58 @@ def p99(samples: Iterable[float]) -> float:
     return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
 
 
-async def idle_healthz_p99(http: aiohttp.ClientSession, base_url: str, samples: int = 30) -> float:
-    return p99([await _healthz_s(http, base_url) for _ in range(samples)])
-
-
 class HealthzSampler:
-    """``/healthz`` asked every ``every_s`` for the duration of the block (one call at a time:
-    each sample is what a load balancer's probe would have waited)."""
+    """``/healthz`` asked every ``every_s`` for the duration of the block, one call at a time.
 
-    def __init__(self, http: aiohttp.ClientSession, base_url: str, every_s: float = 0.02) -> None:
+    A sample runs from when the probe was due, not from when it was sent: an event loop stalled
+    between two probes delays the next one's start, and a load balancer's probe would wait for
+    that too. With ``in_process`` (the gateway runs in this process) a sample is the smaller of
+    that wall time and the CPU time this process spent meanwhile: on a shared machine the wall
+    time also holds other processes' turns on the cores, which no attack on the gateway causes,
+    while a stalled event loop spends its stall on the CPU."""
+
+    def __init__(self, http: aiohttp.ClientSession, base_url: str, *, in_process: bool = True,
+                 every_s: float = 0.02) -> None:
         self._http = http
         self._base_url = base_url
+        self._in_process = in_process
         self._every_s = every_s
         self.samples: list[float] = []
-        self._task: asyncio.Task[None] | None = None
+
+    async def _probe(self, due: float, cpu_since: float) -> None:
+        await _healthz(self._http, self._base_url)
+        waited = time.monotonic() - due
+        if self._in_process:
+            waited = min(waited, time.process_time() - cpu_since)
+        self.samples.append(waited)
 
     async def _run(self) -> None:
+        due = time.monotonic()
         while True:
-            self.samples.append(await _healthz_s(self._http, self._base_url))
-            await asyncio.sleep(self._every_s)
+            cpu_since = time.process_time()
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            await self._probe(due, cpu_since)
+            due = max(due + self._every_s, time.monotonic())  # a slow probe is not followed by a burst
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HealthzSampler]:
-        self._task = asyncio.create_task(self._run())
+        task = asyncio.create_task(self._run())
         try:
             yield self
         finally:
-            self._task.cancel()
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
         if not self.samples:  # the attack ended before a first sample: take one now
-            self.samples.append(await _healthz_s(self._http, self._base_url))
+            await self._probe(time.monotonic(), time.process_time())
+
+    async def idle_p99(self, seconds: float = 0.3) -> float:
+        """The p99 of the samples of ``seconds`` without an attack (then forgotten)."""
+        async with self.running():
+            await asyncio.sleep(seconds)
+        found = self.p99
+        self.samples = []
+        return found
 
     @property
     def p99(self) -> float:
