@@ -85,6 +85,8 @@ async def test_blend_and_describe(tgw: GatewayHandle) -> None:
     described = await finished(tgw, "describe", {"base64": PNG})
     assert described["action"] == "DESCRIBE" and described["status"] == "SUCCESS"
     assert described["buttons"] == []
+    # A describe asks no prompt: its prompt is what the upstream found in the image.
+    assert described["prompt"].startswith("1\ufe0f\u20e3") and described["prompt"] == described["promptEn"]
 
 
 BAD_BODIES: list[tuple[str, dict[str, Any], str]] = [
@@ -178,9 +180,15 @@ async def test_zoom_pan_modal_on_an_upscaled_image(tgw: GatewayHandle) -> None:
     region = await finished(tgw, "modal", {"taskId": up["id"], "prompt": "a red door", "maskBase64": PNG})
     assert (zoomed["action"], panned["action"], region["action"]) == ("ZOOM", "PAN", "MODAL")
     assert panned["prompt"] == "more sky"
-    # Zoom applies to an upscaled image, not to a grid.
-    reply = await submit(tgw, "zoom", {"taskId": grid["id"]})
-    assert reply.status == 400 and reply.json()["error"]["param"] == "taskId"
+    # Whether an action fits the task is the upstream's call: a grid's zoom, pan and modal are relayed
+    # (the simulator allows them) ...
+    for kind, body in (("zoom", {"zoom": 2}), ("pan", {"direction": "UP"}),
+                       ("modal", {"prompt": "a door", "maskBase64": PNG})):
+        done = await finished(tgw, kind, {"taskId": grid["id"], **body})
+        assert done["action"] == kind.upper() and done["status"] == "SUCCESS", done
+    # ... and when the upstream says no, its refusal reaches the client in the family's envelope.
+    reply = await submit(tgw, "zoom", {"taskId": grid["id"], "prompt": "wider sim:reject"})
+    assert reply.status == 400 and "banned prompt" in reply.json()["error"]["message"], reply.text
 
 
 async def test_follow_up_needs_a_finished_successful_task(tgw: GatewayHandle) -> None:

@@ -1,6 +1,7 @@
 """Follow-up actions on a finished image task: what a ``change``/``zoom``/``pan``/``modal`` request
-or a button's ``customId`` asks for, whether the earlier task allows it, and the buttons a finished
-task offers.
+or a button's ``customId`` asks for, that the earlier task has finished, and the buttons a finished
+task offers. Whether an action fits the kind of the earlier task (a zoom of a grid, an upscale of an
+upscale) is the upstream's to decide: its refusal reaches the client as an error.
 
 A button's ``customId`` is the gateway's own (``imagetask::<kind>::<n>::<task id>``): it names the
 gateway's task id, never the upstream's, and is turned back into an action here.
@@ -51,18 +52,13 @@ def parse_custom_id(value: str, task_id: str) -> FollowUp:
     raise InvalidRequest(f"Invalid value for `customId`: unknown button `{kind}`.", param="customId")
 
 
-def check_parent(parent: TaskRecord, follow: FollowUp, field: str) -> None:
-    """A follow-up acts on a finished, successful task of the right kind (400 otherwise)."""
+def check_parent(parent: TaskRecord) -> None:
+    """A follow-up acts on a finished, successful task (400 otherwise). Its kind is not judged
+    here: an upstream may allow what another refuses, and says so itself."""
     if parent.status != "SUCCESS":
         state = "failed" if parent.status == "FAILURE" else "not finished yet"
         raise InvalidRequest(f"Invalid value for `taskId`: the task `{parent.task_id}` has {state}; "
                              "follow-up actions need a finished task.", param="taskId")
-    if follow.action in CHANGE_ACTIONS and parent.action not in GRID_ACTIONS:
-        raise InvalidRequest(f"Invalid value for `{field}`: {follow.action} applies to a grid of four "
-                             f"images, and task `{parent.task_id}` is a {parent.action}.", param=field)
-    if follow.action in ("ZOOM", "PAN", "MODAL") and parent.action != "UPSCALE":
-        raise InvalidRequest(f"Invalid value for `{field}`: {follow.action} applies to an upscaled image, "
-                             f"and task `{parent.task_id}` is a {parent.action}.", param=field)
 
 
 def buttons(task: TaskRecord) -> list[Button]:

@@ -28,11 +28,18 @@ def result(task: TaskRecord) -> Result:
     return _result.decode(task.result_json) if task.result_json else Result()
 
 
+def _prompt(task: TaskRecord, req: Stored, res: Result) -> str:
+    """What the client asked; for a DESCRIBE (which asks no prompt) the descriptions it found."""
+    if task.action == "DESCRIBE" and not req.prompt:
+        return res.prompt or res.promptEn
+    return req.prompt
+
+
 def task_out(task: TaskRecord) -> TaskOut:
     req, res = stored(task), result(task)
     return TaskOut(
         id=task.task_id, action=task.action, status=task.status, progress=task.progress or "0%",
-        prompt=req.prompt, promptEn=res.promptEn or req.prompt,
+        prompt=_prompt(task, req, res), promptEn=res.promptEn or req.prompt,
         description=res.description or _DESCRIPTIONS.get(task.status, task.status),
         submitTime=int(task.created_at * 1000), startTime=_ms(task.started_at),
         finishTime=_ms(task.finished_at), imageUrl=res.imageUrl,

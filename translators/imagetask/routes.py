@@ -159,7 +159,7 @@ async def _follow(request: Request, principal: Principal, hooked: Hooked, task_i
     v.hook(hooked.notifyHook)
     v.state(hooked.state)
     parent = await engine_of(gw).get_owned(principal, FAMILY, task_id)
-    check_parent(parent, follow, field)
+    check_parent(parent)
     text = prompt or None
     if follow.action in CHANGE_ACTIONS:
         kind, up = "change", UpstreamSubmit(action=follow.action, index=follow.index or None)

@@ -39,6 +39,10 @@ from gateway.simulator.toolkit import (
 
 _STEPS = re.compile(r"^steps(\d+)$")
 KINDS = ("imagine", "change", "blend", "describe", "zoom", "pan", "modal")
+_DESCRIPTIONS = ("1\ufe0f\u20e3 a small square of colour, flat light --ar 1:1\n\n"
+                 "2\ufe0f\u20e3 a minimalist swatch on a plain background --ar 1:1\n\n"
+                 "3\ufe0f\u20e3 an abstract single-tone texture --ar 1:1\n\n"
+                 "4\ufe0f\u20e3 a tiny pixel study, macro view --ar 1:1")
 _ACTIONS = {"imagine": "IMAGINE", "blend": "BLEND", "describe": "DESCRIBE", "zoom": "ZOOM", "pan": "PAN",
             "modal": "MODAL"}
 
@@ -154,6 +158,7 @@ async def submit(ctx: Ctx) -> web.StreamResponse:
             raise BadRequest("base64Array: at least two images are required")
     elif kind == "describe":
         _str(body, "base64")
+        prompt = _DESCRIPTIONS  # a describe's answer is its prompts, as in the real API
     else:
         parent = tasks.get(_str(body, "taskId"))
         if parent is None or not parent.known():

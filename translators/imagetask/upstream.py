@@ -59,7 +59,7 @@ def snapshot(task: UpstreamTask) -> Snapshot:
     phase = _PHASES.get(task.status, "running")
     status = _SHOWN.get(task.status, task.status if task.status in _PHASES else "IN_PROGRESS")
     props = task.properties
-    result = Result(imageUrl=task.imageUrl or "", promptEn=task.promptEn or "",
+    result = Result(imageUrl=task.imageUrl or "", prompt=task.prompt or "", promptEn=task.promptEn or "",
                     description=task.description or "", finalPrompt=str(props.get("finalPrompt") or ""),
                     messageId=str(props.get("messageId") or ""),
                     channelId=str(props.get("channelId") or props.get("discordChannelId") or ""))

@@ -172,6 +172,7 @@ class Result(msgspec.Struct, omit_defaults=True):
     """``TaskRecord.result_json``: the upstream's latest view, minus its ids."""
 
     imageUrl: str = ""
+    prompt: str = ""  # the upstream's: a DESCRIBE task's descriptions
     promptEn: str = ""
     description: str = ""
     finalPrompt: str = ""
