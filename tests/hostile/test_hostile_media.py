@@ -17,8 +17,16 @@ import pytest
 import pytest_asyncio
 
 from tests.conftest import GatewayHandle, MakeConfig, Reply, StartGateway
-from tests.hostile.fronting import json_answer
-from tests.hostile.upstream import Connection, Handler, HostileUpstream, log_faults
+from tests.hostile.fronting import HEALTHZ_SLACK_S, RSS_GROWTH_BOUND, json_answer
+from tests.hostile.upstream import (
+    MIB,
+    Connection,
+    Handler,
+    HealthzSampler,
+    HostileUpstream,
+    PeakRss,
+    log_faults,
+)
 
 SECRET_KEY = "sk-media-secret-4711"
 SECRET_HEADER = "org-secret-0815"
@@ -94,6 +102,19 @@ async def download(gw: GatewayHandle) -> Reply:
     return await gw.request("GET", url.removeprefix(gw.base_url), key=gw.key)
 
 
+async def measured_download(gw: GatewayHandle, caplog: pytest.LogCaptureFixture) -> Reply:
+    """``download`` with /healthz sampled and peak memory watched, as every attack is."""
+    sampler = HealthzSampler(gw.http, gw.base_url)
+    idle = await sampler.idle_p99()
+    caplog.clear()
+    with PeakRss() as rss:
+        async with sampler.running():
+            reply = await download(gw)
+    assert sampler.p99 <= idle + HEALTHZ_SLACK_S, (f"idle p99 {idle * 1000:.1f} ms", sampler.stats())
+    assert rss.growth_bytes < RSS_GROWTH_BOUND, f"peak RSS grew {rss.growth_bytes / MIB:.0f} MiB"
+    return reply
+
+
 async def assert_unharmed(gw: GatewayHandle, caplog: pytest.LogCaptureFixture) -> None:
     chat = {"model": "sim-chat", "messages": [{"role": "user", "content": "hi"}]}
     assert (await gw.request("POST", "/v1/chat/completions", json=chat, key=gw.key)).status == 200
@@ -110,12 +131,16 @@ async def test_a_redirect_to_a_private_address_is_refused(media_gateway: StartMe
     async with HostileUpstream(serve_video) as files:
         async with HostileUpstream(video_upstream(lambda: f"http://{host}:{files.port}/up-1.mp4")) as up:
             gw = await media_gateway(up.base_url, allowlist=[])
-            reply = await download(gw)
+            reply = await measured_download(gw, caplog)
         assert reply.status == 502, reply.text
         error = reply.json()["error"]
         assert error["message"] and "Traceback" not in reply.text, error
         assert SECRET_KEY not in reply.text and SECRET_HEADER not in reply.text
         assert files.received == [], "the download followed a redirect past the SSRF guard"
+        # the operator learns which upstream sent its download somewhere refused
+        named = [r.getMessage() for r in caplog.records
+                 if r.levelno == logging.WARNING and "hostile-videoa" in r.getMessage()]
+        assert len(named) == 1, named
     await assert_unharmed(gw, caplog)
 
 
@@ -124,7 +149,7 @@ async def test_an_admitted_redirect_carries_no_upstream_credential(
     async with HostileUpstream(serve_video) as files:
         async with HostileUpstream(video_upstream(lambda: f"http://127.0.0.1:{files.port}/up-1.mp4")) as up:
             gw = await media_gateway(up.base_url, allowlist=["127.0.0.1"])
-            reply = await download(gw)
+            reply = await measured_download(gw, caplog)
         assert reply.status == 200 and reply.body == VIDEO, reply.status
         mp4_asked = [r for r in up.received if r.target.endswith(".mp4")]
         assert mp4_asked and mp4_asked[0].headers["authorization"] == f"Bearer {SECRET_KEY}"
