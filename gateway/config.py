@@ -145,6 +145,8 @@ class LimitsConfig(_Section):
     # What an upstream's answer may make the gateway hold (over a limit: a failed attempt, 502).
     upstream_header_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024  # one header line
     upstream_header_count: Annotated[int, msgspec.Meta(gt=0)] = 128  # header lines of one answer
+    # Connections open at once to one upstream host (a stream holds one for its whole length).
+    upstream_connections_per_host: Annotated[int, msgspec.Meta(gt=0)] = 4096
     upstream_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024 * 1024  # a whole answer, decoded
     sse_event_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024  # one event of a stream
     stream_element_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024  # one JSON array element

@@ -38,7 +38,6 @@ Body = bytes | AsyncIterable[bytes]
 __all__ = ["AnswerTooLarge", "Destination", "UpstreamAnswer", "UpstreamClient", "UpstreamConnectionError"]
 
 KEEPALIVE_S = 60.0  # an idle pooled connection older than this is closed instead of reused
-MAX_PER_ORIGIN = 512  # connections in use at once to one scheme://host:port; later calls wait
 USER_AGENT = "model-gateway/0.1"
 # aiohttp writes a bytes body in one piece (and warns past 1 MB: it may hold the event loop); a file
 # object is sent in chunks. Video submissions carry inline media of up to 200 MB.
@@ -164,7 +163,7 @@ class UpstreamClient:
         self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=MAX_PER_ORIGIN,
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=self._limits.upstream_connections_per_host,
                                          keepalive_timeout=KEEPALIVE_S, ttl_dns_cache=10)
         limits = self._limits
         self._session = aiohttp.ClientSession(
