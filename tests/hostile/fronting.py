@@ -30,7 +30,8 @@ PROTOCOLS = ("chat", "messages", "v1beta")
 BOTH = (False, True)  # a fault in the head fails a streamed call the same way, before any output
 TOTAL_S = 2.0  # upstreams[].timeouts.total_s: the cut of a dripped body
 REFUSED_WITHIN_S = 1.5  # an answer refused on sight fails before total_s could have cut it
-LIMITS = {"upstream_body_bytes": 4 * MIB, "upstream_header_bytes": 8192, "upstream_header_count": 100}
+LIMITS = {"upstream_body_bytes": 4 * MIB, "upstream_header_bytes": 8192, "upstream_header_count": 100,
+          "sse_event_bytes": MIB, "stream_element_bytes": MIB}
 # first_byte_s and idle_s out of the way: only total_s (or the answer's refusal) may end an attack
 TIMEOUTS = {"connect_s": 2.0, "first_byte_s": 30.0, "idle_s": 30.0, "total_s": TOTAL_S}
 RSS_GROWTH_BOUND = 64 * MIB

@@ -69,7 +69,7 @@ async def test_a_gzip_bomb(front: StartFront, caplog: pytest.LogCaptureFixture) 
     head = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
             b"Content-Length: %d\r\n\r\n" % len(bomb))
     async with HostileUpstream(answer_once(head, bomb)) as up:
-        await survive(await front(up.base_url), caplog)
+        await survive(await front(up.base_url), caplog, streams=BOTH)
 
 
 async def test_101_switching_protocols(front: StartFront, caplog: pytest.LogCaptureFixture) -> None:
