@@ -31,6 +31,7 @@ from gateway.middleware import middleware_stack
 from gateway.offload import BUDGET_BODIES, BodyWorkBudget, return_freed_memory_to_the_system
 from gateway.openapi import documented
 from gateway.plugins import collect_adapters, collect_families, make_plugin_manager
+from gateway.readiness import readyz
 from gateway.records import RequestLog
 from gateway.routing import ExactPathDispatch, lean_handlers
 from gateway.storage import open_storage
@@ -108,7 +109,8 @@ def collect_routes(pm: pluggy.PluginManager, gateway: Gateway) -> list[BaseRoute
 
 
 def core_routes() -> list[BaseRoute]:
-    return [Route("/healthz", healthz, methods=["GET"]), *admin_routes(), *admin_ops_routes()]
+    return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
+            *admin_routes(), *admin_ops_routes()]
 
 
 @documented("Health check", public=True)

@@ -37,6 +37,8 @@ from gateway.keys import (
     parse_networks,
 )
 from gateway.records import KeyRecord, Principal, UserRecord
+from gateway.redis_client import redis_client
+from gateway.storage.base import StorageUnavailable
 
 if TYPE_CHECKING:
     from gateway.storage.base import Storage
@@ -97,6 +99,7 @@ class Authenticator:
         self._version = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._publisher: Any = None  # redis.asyncio.Redis, made on first publish
+        self._redis_timeout_s = config.ratelimit.redis_timeout_s  # a hung Redis costs a change this long
 
     # --- life cycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -227,6 +230,8 @@ class Authenticator:
             await asyncio.sleep(self.poll_interval_s)
             try:
                 version = await self.storage.auth_version()
+            except StorageUnavailable:  # logged once per outage by the storage
+                continue
             except Exception:  # a database blip must not end the poller
                 log.warning("could not read the auth version; retrying", exc_info=True)
                 continue
@@ -235,7 +240,6 @@ class Authenticator:
                 self._invalidate()
 
     async def _publish(self) -> None:
-        import redis.asyncio as aioredis
         from redis.exceptions import RedisError
 
         url = self.redis_url
@@ -243,21 +247,22 @@ class Authenticator:
             return
         try:
             if self._publisher is None:
-                self._publisher = aioredis.from_url(url, socket_connect_timeout=2)
+                self._publisher = redis_client(url, self._redis_timeout_s)
             await self._publisher.publish(redis_channel(url), str(self._version))
-        except (RedisError, OSError):
-            # Other processes still see the bumped version within one poll interval.
-            log.warning("could not publish the auth change on Redis", exc_info=True)
+        except (RedisError, OSError) as exc:
+            # Other processes still see the bumped version within one poll interval, and every
+            # hold re-checks the key and its user in the database.
+            log.warning("could not publish the auth change on Redis (%s: %s); other replicas see it by "
+                        "polling the database", type(exc).__name__, exc)
 
     async def _listen_redis(self, subscribed: asyncio.Future[None]) -> None:
-        import redis.asyncio as aioredis
         from redis.exceptions import RedisError
 
         assert self.redis_url is not None
         channel = redis_channel(self.redis_url)
         delay = 1.0
         while True:
-            client = aioredis.from_url(self.redis_url, socket_connect_timeout=2)
+            client = redis_client(self.redis_url, None)  # waits for messages as long as none come
             pubsub = client.pubsub()
             try:
                 await pubsub.subscribe(channel)
@@ -271,7 +276,7 @@ class Authenticator:
                 log.warning("Redis auth channel unavailable (%s); polling until it is back; retry in %gs",
                             exc, delay)
             finally:
-                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis leaves it unannotated
+                await pubsub.aclose()
                 await client.aclose()
             # A message may have been missed while disconnected: forget everything once.
             self._invalidate()

@@ -13,7 +13,7 @@ import re
 from collections.abc import Collection
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 import yaml
@@ -152,6 +152,13 @@ class LimitsConfig(_Section):
     stream_element_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024  # one JSON array element
 
 
+class RateLimitConfig(_Section):
+    """How the rate limits (``gateway.ratelimit``) behave when Redis does not answer."""
+
+    on_redis_error: Literal["allow", "deny"] = "allow"  # let calls through, or refuse them (503)
+    redis_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 0.25  # per Redis command
+
+
 class MeteringConfig(_Section):
     """How settlements are batched, and how fast a crashed process's reservations are released."""
 
@@ -180,6 +187,7 @@ class Config(_Section, dict=True):
     routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
     limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
     metering: MeteringConfig = msgspec.field(default_factory=MeteringConfig)
+    ratelimit: RateLimitConfig = msgspec.field(default_factory=RateLimitConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     trusted_proxies: list[str] = []  # IPs/CIDRs whose X-Forwarded-For is believed
 

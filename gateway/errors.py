@@ -16,6 +16,7 @@ Hierarchy (status and code are class attributes; a raise may override the code):
     ├── RequestTooLarge               413 request_too_large
     ├── RateLimited                   429 rate_limit_exceeded
     ├── UpstreamError                 502 upstream_error    (failure after retries / failover)
+    ├── ServiceUnavailable            503 service_unavailable (a shared service is down; Retry-After)
     └── UpstreamHTTPError             <upstream's 4xx>      (relayed to the client as-is)
 
 An error becomes bytes in the envelope of the wire family whose route failed: each family renders
@@ -39,6 +40,7 @@ __all__ = [
     "PermissionDenied",
     "RateLimited",
     "RequestTooLarge",
+    "ServiceUnavailable",
     "UpstreamError",
     "UpstreamHTTPError",
 ]
@@ -118,6 +120,15 @@ class RateLimited(GatewayError):
 class UpstreamError(GatewayError):
     status = 502
     code = "upstream_error"
+
+
+class ServiceUnavailable(GatewayError):
+    """The gateway cannot serve now (its database, or Redis under ``on_redis_error: deny``, does
+    not answer): nothing was charged, and the answer carries ``Retry-After``."""
+
+    status = 503
+    code = "service_unavailable"
+    retry_after_s = 2
 
 
 class UpstreamHTTPError(GatewayError):

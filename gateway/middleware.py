@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.config import Config
 from gateway.deadlines import BodyDeadlineMiddleware
-from gateway.errors import GatewayError, MethodNotAllowed, NotFound, RequestTooLarge
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound, RequestTooLarge, ServiceUnavailable
 from gateway.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.keys import Network, client_ip_from, parse_networks
@@ -42,6 +42,7 @@ access_log = logging.getLogger("gateway.access")
 
 _REQUEST_ID_HEADER = REQUEST_ID_HEADER.lower().encode("latin-1")
 _CONNECTION_CLOSE = (b"connection", b"close")
+_RETRY_SOON = (b"retry-after", str(ServiceUnavailable.retry_after_s).encode("ascii"))
 PATH_CACHE_MAX = 1024  # paths whose family answers are remembered; later ones are computed each time
 
 
@@ -116,6 +117,8 @@ class EdgeMiddleware:
                     headers += rate_headers(request_scope.verdict)
                 if request_scope.close_connection:
                     headers.append(_CONNECTION_CLOSE)
+                if status == ServiceUnavailable.status and not any(k == b"retry-after" for k, _ in headers):
+                    headers.append(_RETRY_SOON)  # every 503 of the gateway's own: come back shortly
                 message["headers"] = headers
             await send(message)
 

@@ -15,8 +15,13 @@ minute are below ``tpm`` and its own tokens count against the calls after it.
 
 With ``redis`` configured the buckets live in Redis and each check is one Lua script (prune, sum,
 decide and count atomically, on the Redis server's clock), so the limits hold across replicas;
-otherwise they live in this process. A Redis that does not answer lets calls through (with a
-warning): a rate limit protects capacity, and an outage of it must not stop the gateway. Limits
+otherwise they live in this process. Every Redis command gives up after
+``ratelimit.redis_timeout_s`` and a dropped connection is reopened once (``gateway.redis_client``).
+While Redis does not answer, ``ratelimit.on_redis_error`` decides: ``allow`` lets calls through (a
+rate limit protects capacity, and an outage of it must not stop the gateway), ``deny`` refuses them
+503 ``service_unavailable``; one WARNING per outage (``gateway.outage``), each call so decided
+counted for ``/metrics``, and Redis is asked again at most every ``RETRY_DOWN_S`` (a hung Redis then
+costs the calls nothing in between), so the limits are exact again as soon as it answers. Limits
 are read from the authenticated key on every call, so a PATCH applies as soon as the auth caches
 are invalidated (at once on every replica through Redis pub/sub).
 """
@@ -33,8 +38,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from gateway import softlimit
-from gateway.errors import RateLimited
+from gateway.errors import RateLimited, ServiceUnavailable
 from gateway.hookspecs import hookimpl
+from gateway.outage import Outage
 from gateway.ratelimit_headers import rate_headers as rate_headers
 from gateway.ratelimit_headers import remember, retry_after
 from gateway.records import Principal, RequestLog
@@ -47,6 +53,7 @@ log = logging.getLogger("gateway.ratelimit")
 WINDOW_S = 60
 EXTENSION = "gateway.ratelimit"  # the limiter's slot in ``Gateway.extensions``
 _TOKEN_KEYS_MAX = 100_000  # keys with a tpm seen by this process (bounded; oldest forgotten first)
+RETRY_DOWN_S = 0.5  # while Redis is down, it is asked again this often (the other calls don't wait)
 
 
 class Limits(msgspec.Struct, frozen=True):
@@ -224,39 +231,81 @@ return 1
 
 
 class RedisBackend:
-    """Buckets in Redis, shared by every replica; one script call per check."""
+    """Buckets in Redis, shared by every replica; one script call per check. ``on_error`` is the
+    ``ratelimit.on_redis_error`` policy applied while Redis does not answer."""
 
-    def __init__(self, url: str) -> None:
-        import redis.asyncio as aioredis
+    def __init__(self, url: str, *, timeout_s: float = 0.25, on_error: str = "allow") -> None:
+        from gateway.redis_client import redis_client
 
-        self._client: Any = aioredis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+        self._client: Any = redis_client(url, timeout_s)
         self._check: Any = self._client.register_script(_CHECK)
         self._add: Any = self._client.register_script(_ADD)
+        self.on_error = on_error
+        consequence = ("rate-limited calls are served unlimited" if on_error == "allow"
+                       else "rate-limited calls are refused 503")
+        self.outage = Outage("Redis", log, logging.WARNING,
+                             f"{consequence} (ratelimit.on_redis_error: {on_error}) until it answers")
+        self.decided: dict[str, int] = {"allowed": 0, "refused": 0}  # calls decided by the policy
+        self._next_try = 0.0  # while down: not asked again before this (time.monotonic())
 
     @staticmethod
     def _keys(ident: str) -> list[str]:
         return [f"gateway:rl:{ident}:r", f"gateway:rl:{ident}:t"]
 
+    def _skip(self) -> bool:
+        """Down and asked too recently: do not wait for it again yet."""
+        return self.outage.down and time.monotonic() < self._next_try
+
+    def _failed(self, exc: BaseException) -> None:
+        self.outage.failed(exc)
+        self._next_try = time.monotonic() + RETRY_DOWN_S
+
+    def _policy(self) -> Verdict:
+        if self.on_error == "deny":
+            self.decided["refused"] += 1
+            raise ServiceUnavailable("Rate limits cannot be checked right now; please retry shortly.")
+        self.decided["allowed"] += 1
+        return Verdict(allowed=True)
+
     async def check(self, ident: str, limits: Limits) -> Verdict:
         from redis.exceptions import RedisError
 
+        if self._skip():
+            return self._policy()
         try:
             answer = await self._check(keys=self._keys(ident),
                                        args=[limits.rpm or 0, limits.tpm or 0, WINDOW_S])
         except (RedisError, OSError) as exc:
-            log.warning("rate limit check on Redis failed (%s); the call is let through", exc)
-            return Verdict(allowed=True)
+            self._failed(exc)
+            return self._policy()
+        self.outage.answered()
         allowed, used_r, used_t, wait_ms, reset_r, reset_t = (int(v) for v in answer)
         wait_s = wait_ms / 1000 if not allowed else 0.0
         return _verdict(limits, wait_s, 0.0, used_r, used_t, reset_r / 1000, reset_t / 1000)
 
     async def add_tokens(self, ident: str, tokens: int) -> None:
+        """Tokens settled while Redis is down are not counted (the policy covers that time)."""
         from redis.exceptions import RedisError
 
+        if self._skip():
+            return
         try:
             await self._add(keys=self._keys(ident)[1:], args=[tokens, WINDOW_S])
         except (RedisError, OSError) as exc:
-            log.warning("could not count %d tokens on Redis (%s)", tokens, exc)
+            self._failed(exc)
+            return
+        self.outage.answered()
+
+    async def ping(self) -> None:
+        """Raise when Redis does not answer (``/readyz``); the outage state follows."""
+        from redis.exceptions import RedisError
+
+        try:
+            await self._client.ping()
+        except (RedisError, OSError) as exc:
+            self._failed(exc)
+            raise
+        self.outage.answered()
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -304,8 +353,11 @@ def limiter_of(gateway: Gateway) -> RateLimiter:
     found = gateway.extensions.get(EXTENSION)
     if isinstance(found, RateLimiter):
         return found
-    url = gateway.config.redis
-    limiter = RateLimiter(RedisBackend(url) if url else LocalBackend())
+    url, settings = gateway.config.redis, gateway.config.ratelimit
+    backend: Backend = LocalBackend()
+    if url:
+        backend = RedisBackend(url, timeout_s=settings.redis_timeout_s, on_error=settings.on_redis_error)
+    limiter = RateLimiter(backend)
     gateway.extensions[EXTENSION] = limiter
     return limiter
 

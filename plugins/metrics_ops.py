@@ -7,7 +7,12 @@
 * ``gateway_time_to_first_token_seconds{model}`` (histogram): streams, to the upstream's first chunk;
 * upstream health, per upstream of the config: ``gateway_upstream_cooling_down`` (1 while it is
   left out after a failure), ``gateway_upstream_failures_total``, ``gateway_upstream_cooldowns_total``,
-  ``gateway_upstream_error_ratio`` and ``gateway_upstream_latency_seconds`` (the last 5 minutes).
+  ``gateway_upstream_error_ratio`` and ``gateway_upstream_latency_seconds`` (the last 5 minutes);
+* shared services, as this process last reached them: ``gateway_dependency_up{dependency}`` (1 or 0;
+  ``database`` on PostgreSQL, ``redis`` once the rate limits used it),
+  ``gateway_dependency_outages_total{dependency}``, and
+  ``gateway_ratelimit_redis_unavailable_total{decision}``: rate-limited calls that Redis could not
+  count, ``allowed`` or ``refused`` by ``ratelimit.on_redis_error``.
 
 Per process, like the rest of ``/metrics``.
 """
@@ -88,4 +93,28 @@ def render_ops(gateway: Gateway, calls: CallSeries) -> str:
     for metric, kind, help_text, values in per_upstream:
         _family(out, metric, kind, help_text)
         out.extend(f"{metric}{_labels(upstream=name)} {value}" for name, value in values.items())
+    _render_dependencies(gateway, out)
     return "\n".join(out) + "\n"
+
+
+def _render_dependencies(gateway: Gateway, out: list[str]) -> None:
+    from gateway.ratelimit import EXTENSION, RateLimiter, RedisBackend
+
+    outages = {}
+    if gateway.storage.outage is not None:
+        outages["database"] = gateway.storage.outage
+    limiter = gateway.extensions.get(EXTENSION)
+    redis = limiter.backend if isinstance(limiter, RateLimiter) else None
+    if isinstance(redis, RedisBackend):
+        outages["redis"] = redis.outage
+    _family(out, "gateway_dependency_up", "gauge", "1 while the shared service answered this process last.")
+    out.extend(f"gateway_dependency_up{_labels(dependency=name)} {int(not o.down)}"
+               for name, o in outages.items())
+    _family(out, "gateway_dependency_outages_total", "counter", "Outages of the shared service seen.")
+    out.extend(f"gateway_dependency_outages_total{_labels(dependency=name)} {o.outages_total}"
+               for name, o in outages.items())
+    _family(out, "gateway_ratelimit_redis_unavailable_total", "counter",
+            "Rate-limited calls decided by ratelimit.on_redis_error while Redis did not answer.")
+    if isinstance(redis, RedisBackend):
+        out.extend(f"gateway_ratelimit_redis_unavailable_total{_labels(decision=d)} {n}"
+                   for d, n in redis.decided.items())

@@ -24,6 +24,10 @@ Policy
   always equal the ledger and nothing stays reserved; the lost calls are simply not charged.
   A process also releases, at start, any reservation left under its own instance id, so
   ``instance_id`` must be unique per running process (e.g. a uuid).
+* A database outage is no crash: every process was as silent as its peers while it lasted. So a
+  sweep first writes this process's own heartbeat (no sweep when that fails), and none runs until
+  ``stale_after_s`` after this process last saw the database come back (its heartbeats failing, or
+  any of its statements), time for every live peer to have written one again.
 * Durable holds (``reserve(..., durable=True)``, media tasks): held under ``DURABLE_HOLDER``
   instead of the process's id, so a task accepted by one process can be charged or refunded by
   another after a restart. They are closed by the task's own compare-and-swap transition, never by
@@ -37,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from gateway.errors import InsufficientQuota, InvalidApiKey
@@ -44,7 +49,7 @@ from gateway.metering.quota_leases import IDLE_RETURN_S, QuotaLeases, as_shown
 from gateway.metering.writer import BatchWriter
 from gateway.money import nano_to_usd
 from gateway.records import KeyRecord, Principal, RequestLog, UserRecord
-from gateway.storage.base import Storage
+from gateway.storage.base import Storage, StorageUnavailable
 from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement
 
 MAX_NANO = 2**63 - 1  # the largest amount a database column holds (about 9.2 billion USD)
@@ -71,6 +76,8 @@ class Meter:
         self._stopped = False
         self._abandoned: set[asyncio.Future[bool]] = set()  # reserve attempts whose caller left
         self._leases = QuotaLeases(storage, instance_id, self._writer.put)
+        self._heartbeat_failing = False
+        self._heartbeat_back_at = float("-inf")  # time.monotonic() of the first heartbeat after failures
 
     @property
     def pending(self) -> int:
@@ -83,8 +90,7 @@ class Meter:
         if released:
             logger.warning("released %d reservations left by an earlier process with instance id %s",
                            released, self.instance_id)
-        await self.storage.heartbeat(self.instance_id)
-        await self._sweep()
+        await self._sweep()  # writes the first heartbeat
         self._writer.start()
         self._stopped = False
         self._tasks = [
@@ -202,6 +208,9 @@ class Meter:
             if key is None or not key.enabled:
                 raise InvalidApiKey("This API key is disabled." if key else "Incorrect API key provided.")
             user = await self.storage.get_user(principal.user.id)
+            if user is None or not user.enabled:  # deleted users are not found
+                raise InvalidApiKey("The account of this API key is disabled." if user
+                                    else "Incorrect API key provided.")
             raise InsufficientQuota(refusal_message(amount_nano, key, user))
         return reservation
 
@@ -248,12 +257,31 @@ class Meter:
 
     # --- background ------------------------------------------------------------------------------
     async def _heartbeat(self) -> None:
-        await self.storage.heartbeat(self.instance_id)
+        try:
+            await self.storage.heartbeat(self.instance_id)
+        except Exception:
+            self._heartbeat_failing = True
+            raise
+        if self._heartbeat_failing:
+            self._heartbeat_failing = False
+            self._heartbeat_back_at = time.monotonic()
+
+    def _outage_explains_silence(self) -> bool:
+        """Whether the database was out of this process's reach within ``stale_after_s``: then the
+        peers' silence may be that outage's too, and nobody is swept yet."""
+        since_back = time.monotonic() - self._heartbeat_back_at
+        outage = self.storage.outage
+        if outage is not None:
+            since_back = min(since_back, outage.up_for())
+        return since_back < self.stale_after_s
 
     async def _return_idle_leases(self) -> None:
         self._leases.return_idle()
 
     async def _sweep(self) -> None:
+        await self._heartbeat()  # this process is never stale to itself: written before any sweep
+        if self._outage_explains_silence():
+            return
         released = await self.storage.release_orphaned_reservations(self.stale_after_s)
         if released:
             logger.warning("released %d reservations of gateway processes silent for %gs (crash_released)",
@@ -265,6 +293,8 @@ class Meter:
             await asyncio.sleep(interval_s)
             try:
                 await job()
+            except StorageUnavailable:  # logged once per outage by the storage
+                pass
             except Exception:
                 logger.exception("meter background job %s failed; retrying in %gs",
                               getattr(job, "__name__", job), interval_s)

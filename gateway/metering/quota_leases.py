@@ -54,7 +54,7 @@ from collections.abc import Callable
 import msgspec
 
 from gateway.records import KeyRecord, Principal, UserRecord
-from gateway.storage.base import Storage
+from gateway.storage.base import Storage, StorageUnavailable
 from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
 
 log = logging.getLogger(__name__)
@@ -291,6 +291,8 @@ class QuotaLeases:
             ok = False
             if attempt.cancelled():
                 log.warning("quota lease %s: the slab's transaction was cancelled", lease.id)
+            elif isinstance(attempt.exception(), StorageUnavailable):
+                pass  # the outage is logged once by the storage
             elif (error := attempt.exception()) is not None:
                 log.warning("quota lease %s: the slab could not be taken (%s); calls hold their own rows",
                             lease.id, error)

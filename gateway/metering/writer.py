@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from gateway.records import RequestLog
-from gateway.storage.base import Storage
+from gateway.storage.base import Storage, StorageUnavailable
 from gateway.storage.rows import Settlement
 
 log = logging.getLogger(__name__)
@@ -165,6 +165,10 @@ class BatchWriter:
             try:
                 await self._settle(batch)
                 return
+            except StorageUnavailable:  # the outage is logged once by the storage; nothing is lost
+                failures += 1
+                if failures == 1:
+                    log.warning("ledger write of %d settlements/logs waits for the database", len(batch))
             except Exception:
                 failures += 1
                 log.exception("ledger write of %d settlements/logs failed (attempt %d)", len(batch), failures)
@@ -192,6 +196,8 @@ class BatchWriter:
     async def _database_ok(self) -> bool:
         try:
             await self._probe()
+        except StorageUnavailable:
+            return False
         except Exception:
             log.warning("database probe failed: waiting for the database", exc_info=True)
             return False

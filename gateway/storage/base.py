@@ -20,6 +20,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gateway.errors import ServiceUnavailable
+from gateway.outage import Outage
 from gateway.records import KeyRecord, RequestLog, UserRecord
 from gateway.storage.rows import (
     AuditProblem,
@@ -38,8 +40,24 @@ from gateway.storage.rows import (
 )
 
 
+class StorageUnavailable(ServiceUnavailable):
+    """The database cannot be reached (refused, cut, shutting down, not answering): a 503 with
+    ``Retry-After`` to a caller, and no stack trace (``Outage`` logs the outage once)."""
+
+    def __init__(self, message: str = "The service is temporarily unavailable: its database does not "
+                                      "answer. Nothing was charged; please retry shortly.") -> None:
+        super().__init__(message)
+
+
 class Storage(ABC):
     """Opened once per process; safe for concurrent use by many requests."""
+
+    # A database server that can be out of reach has one (``StorageUnavailable``); a file does not.
+    outage: Outage | None = None
+
+    async def ping(self) -> None:
+        """Raise when the database does not answer (``/readyz``)."""
+        await self.auth_version()
 
     @abstractmethod
     async def open(self) -> None:
@@ -144,7 +162,8 @@ class Storage(ABC):
     async def release_orphaned_reservations(self, stale_after_s: float) -> int:
         """Release every open reservation whose instance has sent no heartbeat for
         ``stale_after_s`` (a process that crashed), logging each as ``crash_released``; returns how
-        many. Safe with several replicas: live processes keep their reservations."""
+        many. Safe with several replicas: live processes keep their reservations. The rows of
+        instances silent for an hour (``INSTANCE_ROWS_KEPT_S``) and holding nothing are pruned."""
 
     @abstractmethod
     async def audit(self) -> list[AuditProblem]: ...

@@ -9,6 +9,14 @@ exactly one transaction, in whichever process, gets to book it. Rows are locked 
 
 The SQL is shared with SQLite (``?`` placeholders, numbered here as ``$1, $2, ...``). Timestamps
 used for heartbeats come from the database clock, so that processes on several hosts agree.
+
+A database that cannot be reached (refused, cut, restarting, not answering within the connect
+timeout) is a ``StorageUnavailable`` to the caller, a 503 ``service_unavailable`` with
+``Retry-After`` and no stack trace; the outage is logged once (ERROR) and its end once. The pool's
+connections are replaced after a cut (a restarted server closed them all), and a read that met a
+dead connection is tried once more on a fresh one. A write is not: whether a cut transaction
+committed is unknown, and the callers that retry writes (the batch writer, the group reserve)
+do it knowing so.
 """
 
 from __future__ import annotations
@@ -23,7 +31,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
+from gateway.outage import Outage
 from gateway.storage import sql_money as m
+from gateway.storage.base import StorageUnavailable
 from gateway.storage.sql_admin import SqlAdmin
 from gateway.storage.sql_common import CLOSE_GRACE_S, POSTGRES
 
@@ -31,6 +41,17 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 _RETRIES = 5
 _TRANSIENT = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+CONNECT_TIMEOUT_S = 5.0  # a server that accepts no connection in this time is taken as down
+# Class 08 (connection exception) and 57 (operator intervention: shutdown, cannot connect now).
+_CUT = (asyncpg.PostgresConnectionError, asyncpg.exceptions.OperatorInterventionError)
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the server could not be reached, rather than that it refused a
+    statement."""
+    if isinstance(exc, (OSError, TimeoutError, *_CUT)):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -79,15 +100,26 @@ def split_pool_options(dsn: str) -> tuple[str, int, int]:
 
 class PostgresStorage(SqlAdmin):
     dialect = POSTGRES
+    outage: Outage
 
     def __init__(self, dsn: str) -> None:
         super().__init__()
         self.dsn, self._pool_min, self._pool_max = split_pool_options(dsn)
         self._pool: asyncpg.Pool | None = None
+        self.outage = Outage("the database", log, logging.ERROR,
+                             "calls are answered 503 service_unavailable until it is back")
 
     async def open(self) -> None:
-        self._pool = await asyncpg.create_pool(self.dsn, min_size=self._pool_min, max_size=self._pool_max)
+        self._pool = await asyncpg.create_pool(self.dsn, min_size=self._pool_min, max_size=self._pool_max,
+                                               timeout=CONNECT_TIMEOUT_S)
         await self._migrate()
+
+    def _unavailable(self, exc: BaseException) -> StorageUnavailable:
+        """Note the outage (logged once) and drop the pool's connections (after a server restart
+        they are all dead: each would fail one call of its own)."""
+        if self.outage.failed(exc) and self._pool is not None:
+            self._pool.expire_connections()
+        return StorageUnavailable()
 
     async def close(self) -> None:
         await self._reserves.close(CLOSE_GRACE_S)
@@ -109,8 +141,16 @@ class PostgresStorage(SqlAdmin):
         for attempt in range(_RETRIES):
             try:
                 async with self._acquire() as conn, conn.transaction():
-                    return await fn(_Tx(conn))
-            except _TRANSIENT as exc:
+                    result = await fn(_Tx(conn))
+                self.outage.answered()
+                return result
+            except StorageUnavailable:
+                raise
+            except Exception as exc:
+                if unreachable(exc):
+                    raise self._unavailable(exc) from exc
+                if not isinstance(exc, _TRANSIENT):
+                    raise
                 if attempt == _RETRIES - 1:
                     raise
                 log.warning("postgres transaction conflict, retrying: %s", exc)
@@ -119,10 +159,31 @@ class PostgresStorage(SqlAdmin):
 
     @contextlib.asynccontextmanager
     async def _read(self) -> AsyncIterator[m.Tx]:
-        async with self._acquire() as conn:
+        async with self._reachable(), self._acquire() as conn:
             yield _Tx(conn)
 
     @contextlib.asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[m.Tx]:
-        async with self._acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        async with self._reachable(), self._acquire() as conn, \
+                conn.transaction(isolation="repeatable_read", readonly=True):
             yield _Tx(conn)
+
+    @contextlib.asynccontextmanager
+    async def _reachable(self) -> AsyncIterator[None]:
+        try:
+            yield
+        except StorageUnavailable:
+            raise
+        except Exception as exc:
+            if unreachable(exc):
+                raise self._unavailable(exc) from exc
+            raise
+        self.outage.answered()
+
+    async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        """A single-statement read, tried once more on a fresh connection when the first met a
+        dead one (a read changes nothing, so it is safe to repeat)."""
+        try:
+            return await super()._fetch(sql, args)
+        except StorageUnavailable:
+            return await super()._fetch(sql, args)

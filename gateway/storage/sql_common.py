@@ -81,6 +81,13 @@ _ORPHANED = ("created_at < {now} - ? AND instance <> '" + DURABLE_HOLDER + "' AN
              " AND i.last_seen >= {now} - ?)")
 
 
+# An instance silent this long is gone for good (its holds were released long ago): its row goes.
+# A process that comes back after all writes its row again with its next heartbeat.
+INSTANCE_ROWS_KEPT_S = 3600.0
+_PRUNE_INSTANCES = ("DELETE FROM instances WHERE last_seen < {now} - ? AND NOT EXISTS ("
+                    "SELECT 1 FROM reservations r WHERE r.instance = instances.instance)")
+
+
 def _user(row: Row) -> UserRecord:
     return UserRecord(id=row["id"], name=row["name"], group=row["user_group"],
                       balance_nano=row["balance_nano"], used_nano=row["used_nano"],
@@ -318,7 +325,13 @@ class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
 
     async def release_orphaned_reservations(self, stale_after_s: float) -> int:
         stale = float(stale_after_s)
-        return await self._write(lambda tx: m.release_where(tx, self._sql(_ORPHANED), (stale, stale)))
+
+        async def fn(tx: Tx) -> int:
+            released = await m.release_where(tx, self._sql(_ORPHANED), (stale, stale))
+            await tx.execute(self._sql(_PRUNE_INSTANCES), (max(stale, INSTANCE_ROWS_KEPT_S),))
+            return released
+
+        return await self._write(fn)
 
     async def release_instance_reservations(self, instance: str) -> int:
         return await self._write(lambda tx: m.release_where(tx, "instance = ?", (instance,)))

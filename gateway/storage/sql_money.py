@@ -78,11 +78,14 @@ def log_from_row(row: Row) -> RequestLog:
 
 
 # --- reserve -----------------------------------------------------------------------------------------
-# The user update also checks the key's ceiling, so that in the common case nothing has to be rolled
-# back; the key update re-checks it on its own (authoritative when another transaction got there
-# first on PostgreSQL) and a miss there rolls the whole transaction back.
+# The user update checks that the user is enabled and not deleted, as the key update checks the key
+# (a change made on another replica counts at the next hold, whatever its auth cache says), and
+# also the key's ceiling, so that in the common case nothing has to be rolled back; the key update
+# re-checks it on its own (authoritative when another transaction got there first on PostgreSQL)
+# and a miss there rolls the whole transaction back.
 _RESERVE_USER = """UPDATE users SET balance_nano = balance_nano - ?
-WHERE id = ? AND balance_nano >= ? AND EXISTS (
+WHERE id = ? AND enabled AND deleted_at IS NULL AND balance_nano >= ?
+AND EXISTS (
     SELECT 1 FROM api_keys k WHERE k.id = ? AND k.user_id = users.id AND k.enabled
     AND (k.quota_nano IS NULL OR k.spent_nano + k.reserved_nano + ? <= k.quota_nano))"""
 _RESERVE_KEY = """UPDATE api_keys SET reserved_nano = reserved_nano + ?
