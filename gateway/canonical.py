@@ -71,12 +71,15 @@ class ToolResultPart(msgspec.Struct, tag="tool_result", omit_defaults=True):
 
 
 class ThinkingPart(msgspec.Struct, tag="thinking", omit_defaults=True):
-    """Model reasoning. ``redacted`` parts carry opaque ``data`` instead of text."""
+    """Model reasoning. ``redacted`` parts carry opaque ``data`` instead of text. ``origin`` names
+    the upstream protocol that issued the opaque ``signature`` or ``data`` (only it can read them
+    back; see ``gateway.reasoning_state``), None when unknown or when there is none."""
 
     text: str = ""
     signature: str | None = None
     redacted: bool = False
     data: str | None = None
+    origin: str | None = None
 
 
 Part = TextPart | ImagePart | DocumentPart | ToolCallPart | ToolResultPart | ThinkingPart
@@ -192,6 +195,7 @@ class PartStart(msgspec.Struct, tag="part_start", omit_defaults=True):
     tool_call_id: str | None = None
     tool_name: str | None = None
     data: str | None = None  # redacted thinking payload
+    origin: str | None = None  # the protocol that issued ``data`` (as ThinkingPart.origin)
 
 
 class TextDelta(msgspec.Struct, tag="text_delta", omit_defaults=True):
@@ -205,6 +209,7 @@ class ThinkingDelta(msgspec.Struct, tag="thinking_delta", omit_defaults=True):
     text: str = ""
     signature: str | None = None
     candidate: int = 0
+    origin: str | None = None  # the protocol that issued ``signature`` (as ThinkingPart.origin)
 
 
 class ToolArgsDelta(msgspec.Struct, tag="tool_args_delta", omit_defaults=True):

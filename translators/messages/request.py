@@ -40,18 +40,19 @@ from gateway.canonical import (
     ResponseFormat,
     TextPart,
     Thinking,
-    ThinkingPart,
     Tool,
     ToolCallPart,
     ToolChoice,
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
+from gateway.reasoning_state import from_client
 from gateway.tokens import body_token_bound
 from gateway.translation import RequestView
 from gateway.wire.decode import decode as decode_wire
 from gateway.wire.decode import decode_body
 from translators.messages import wire
+from translators.messages.response import FAMILY
 
 BETA_EXTRA = "anthropic-beta"  # ChatRequest.extra key: the client's beta header value
 FIELDS_EXTRA = "messages"  # ChatRequest.extra key: unmapped top-level fields, for a messages upstream
@@ -233,8 +234,8 @@ def _block(block: wire.ContentBlock, where: str, role: str, tool_names: dict[str
                               is_error=block.is_error, name=tool_names.get(block.tool_use_id),
                               cache_control=_cache(block.cache_control))
     if isinstance(block, wire.ThinkingBlock):
-        return ThinkingPart(text=block.thinking, signature=block.signature)
-    return ThinkingPart(redacted=True, data=block.data)
+        return from_client(FAMILY, text=block.thinking, signature=block.signature)
+    return from_client(FAMILY, data=block.data)
 
 
 def _image(block: wire.ImageBlock, where: str) -> ImagePart:

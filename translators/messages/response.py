@@ -2,7 +2,8 @@
 
 Content blocks keep the canonical order, which every upstream produces as thinking, then text,
 then tool calls (the order spec 4.7 rule 2 asks for). Thinking from an upstream that does not sign
-its reasoning is sent with an empty ``signature`` (the field is required by the SDKs).
+its reasoning is sent with an empty ``signature`` (the field is required by the SDKs); another
+protocol's signature or redacted thinking goes sealed in ``signature`` (``gateway.reasoning_state``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from gateway.canonical import (
     ThinkingPart,
     ToolCallPart,
 )
+from gateway.reasoning_state import for_client
 from translators.messages.mapping import stop_reason_out, usage_out
+
+FAMILY = "messages"
 
 _NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9_]")
 
@@ -51,9 +55,11 @@ def content_block(part: Part) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
         return {"type": "text", "text": part.text}
     if isinstance(part, ThinkingPart):
-        if part.redacted:
-            return {"type": "redacted_thinking", "data": part.data or ""}
-        return {"type": "thinking", "thinking": part.text, "signature": part.signature or ""}
+        state = for_client(part, FAMILY)
+        if part.redacted and part.origin in (None, FAMILY):
+            return {"type": "redacted_thinking", "data": state or ""}
+        # Another protocol's redacted thinking: an empty thinking block holding it sealed.
+        return {"type": "thinking", "thinking": "" if part.redacted else part.text, "signature": state or ""}
     if isinstance(part, ToolCallPart):
         return {"type": "tool_use", "id": part.id, "name": part.name, "input": tool_input(part.arguments)}
     return None  # images, documents and tool results never appear in an answer

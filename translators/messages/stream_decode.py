@@ -42,6 +42,7 @@ from translators.messages.mapping import merge_usage, stop_reason_in, usage_in
 
 _KINDS = {"text": "text", "thinking": "thinking", "tool_use": "tool_call",
           "redacted_thinking": "redacted_thinking"}
+PROTOCOL = "messages"  # the issuer of the signatures and redacted thinking read here
 
 
 class MessagesStreamDecoder:
@@ -132,14 +133,15 @@ class MessagesStreamDecoder:
             if given not in (b"", b"{}", b"null"):
                 out.append(ToolArgsDelta(index=index, partial_json=given.decode()))
         elif kind == "redacted_thinking":
-            out.append(PartStart(index=index, kind="redacted_thinking", data=block.data))
+            out.append(PartStart(index=index, kind="redacted_thinking", data=block.data, origin=PROTOCOL))
         else:
             out.append(PartStart(index=index, kind=kind))  # type: ignore[arg-type]
             if kind == "text" and block.text:
                 out.append(TextDelta(index=index, text=block.text))
             elif kind == "thinking" and (block.thinking or block.signature):
                 out.append(ThinkingDelta(index=index, text=block.thinking or "",
-                                         signature=block.signature or None))
+                                         signature=block.signature or None,
+                                         origin=PROTOCOL if block.signature else None))
 
     def _block_delta(self, event: wire.StreamEventView, out: list[StreamEvent]) -> None:
         delta = event.delta
@@ -158,4 +160,4 @@ class MessagesStreamDecoder:
                 out.append(ThinkingDelta(index=index, text=delta.thinking))
         elif kind == "signature_delta":
             if delta.signature:
-                out.append(ThinkingDelta(index=index, signature=delta.signature))
+                out.append(ThinkingDelta(index=index, signature=delta.signature, origin=PROTOCOL))

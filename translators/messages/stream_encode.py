@@ -15,6 +15,8 @@ The canonical contract says a PartStart precedes a part's deltas and parts never
 the encoder does not rely on it, so that any upstream's events come out well-formed: a delta with
 no open block opens one, a new block closes the open one, and ``message_delta`` closes whatever is
 still open. Events of candidates other than the first are dropped (the protocol has no ``n``).
+Another protocol's signature (or redacted thinking) goes sealed in the block's one ``signature_delta``,
+sent when the block closes, once the text the seal holds is complete (``gateway.reasoning_state``).
 ``message_delta`` waits for the usage report (it follows Finish in canonical streams) or for
 ``close``, whichever comes first.
 """
@@ -34,13 +36,15 @@ from gateway.canonical import (
     StreamStart,
     TextDelta,
     ThinkingDelta,
+    ThinkingPart,
     ToolArgsDelta,
     Usage,
     UsageReport,
 )
 from gateway.families import native_type
+from gateway.reasoning_state import seal
 from translators.messages.mapping import stop_reason_out, usage_out
-from translators.messages.response import message_id
+from translators.messages.response import FAMILY, message_id
 
 
 def sse(name: str, data: dict[str, Any]) -> bytes:
@@ -67,6 +71,8 @@ class MessagesStreamEncoder:
         self._usage: Usage | None = None
         self._delta_sent = False
         self._ended = False
+        self._thought: list[str] = []  # the open thinking block's text, for a seal
+        self._foreign: ThinkingPart | None = None  # another protocol's state of the open block
 
     # --- helpers -----------------------------------------------------------------------------------
 
@@ -89,14 +95,22 @@ class MessagesStreamEncoder:
         out = self._close_block()
         self._wire_index += 1
         self._open, self._open_kind = index, kind
+        self._thought, self._foreign = [], None
         return out + sse("content_block_start", {"type": "content_block_start", "index": self._wire_index,
                                                  "content_block": block})
 
     def _close_block(self) -> bytes:
         if self._open is None:
             return b""
+        out = b""
+        if self._foreign is not None and self._open_kind == "thinking":
+            foreign = self._foreign
+            if not foreign.redacted:
+                foreign.text = "".join(self._thought)
+            out = self._delta({"type": "signature_delta", "signature": seal(foreign)})
         self._open = self._open_kind = None
-        return sse("content_block_stop", {"type": "content_block_stop", "index": self._wire_index})
+        self._foreign = None
+        return out + sse("content_block_stop", {"type": "content_block_stop", "index": self._wire_index})
 
     def _ensure(self, index: int, kind: str) -> bytes:
         """Make sure a block of ``kind`` for canonical ``index`` is open (robustness, see above)."""
@@ -146,8 +160,11 @@ class MessagesStreamEncoder:
                 return out
             out += self._ensure(event.index, "thinking")
             if event.text:
+                self._thought.append(event.text)
                 out += self._delta({"type": "thinking_delta", "thinking": event.text})
-            if event.signature is not None:
+            if event.signature and event.origin not in (None, FAMILY):
+                self._foreign = ThinkingPart(signature=event.signature, origin=event.origin)
+            elif event.signature is not None:
                 out += self._delta({"type": "signature_delta", "signature": event.signature})
             return out
         if isinstance(event, ToolArgsDelta):
@@ -172,6 +189,10 @@ class MessagesStreamEncoder:
             call_id = event.tool_call_id or f"toolu_gw_{event.index}"
             block: dict[str, Any] = {"type": "tool_use", "id": call_id, "name": event.tool_name or "",
                                      "input": {}}
+        elif event.kind == "redacted_thinking" and event.origin not in (None, FAMILY):
+            out = self._open_block(event.index, "thinking", dict(_EMPTY_BLOCK["thinking"]))
+            self._foreign = ThinkingPart(redacted=True, data=event.data, origin=event.origin)
+            return out
         elif event.kind == "redacted_thinking":
             block = {"type": "redacted_thinking", "data": event.data or ""}
         else:

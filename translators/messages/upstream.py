@@ -11,8 +11,9 @@ Canonical -> wire choices worth knowing:
   ``max_tokens`` when needed, as the protocol counts thinking inside it); an effort level alone ->
   ``thinking {type: adaptive}`` plus ``output_config.effort``; ``enabled=False`` -> ``disabled``.
 * Empty text parts are left out (the protocol refuses empty text blocks).
-* Thinking parts without a signature (reasoning from another vendor, replayed by the client) are
-  dropped: the protocol refuses unsigned thinking blocks.
+* Thinking parts without a signature of this protocol (reasoning from another vendor, replayed by
+  the client) are dropped: the protocol refuses unsigned thinking blocks; signatures and redacted
+  thinking go back exactly as the upstream issued them (``gateway.reasoning_state``).
 * Consecutive messages of one role are merged (the protocol wants alternation); empty ones dropped.
 * ``response_format`` json_schema -> ``output_config.format``; ``json_object`` has no equivalent and
   is left out. ``seed``, penalties, ``logprobs`` and ``n`` have none either.
@@ -48,13 +49,14 @@ from gateway.canonical import (
 )
 from gateway.config import LimitsConfig
 from gateway.errors import InvalidRequest, UpstreamError
+from gateway.reasoning_state import for_upstream
 from gateway.translation import UpstreamCall
 from gateway.wire.data_url import inline_data
 from translators.messages import wire
 from translators.messages.mapping import stop_reason_in, usage_in
 from translators.messages.request import BETA_EXTRA, FIELDS_EXTRA
 from translators.messages.response import tool_input
-from translators.messages.stream_decode import MessagesStreamDecoder
+from translators.messages.stream_decode import PROTOCOL, MessagesStreamDecoder
 
 API_VERSION = "2023-06-01"
 MESSAGES_PATH = "/v1/messages"
@@ -119,11 +121,14 @@ def _block(part: Part) -> dict[str, Any] | None:
             block["is_error"] = True
         return block
     if isinstance(part, ThinkingPart):
-        if part.redacted:
-            return {"type": "redacted_thinking", "data": part.data or ""}
-        if not part.signature:
+        own = for_upstream(part, PROTOCOL)
+        if own is None:
             return None
-        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+        if own.redacted:
+            return {"type": "redacted_thinking", "data": own.data or ""}
+        if not own.signature:
+            return None
+        return {"type": "thinking", "thinking": own.text, "signature": own.signature}
     return None
 
 
@@ -230,9 +235,10 @@ def _part(block: wire.ResponseBlock) -> Part | None:
     if kind == "text":
         return TextPart(text=block.text or "")
     if kind == "thinking":
-        return ThinkingPart(text=block.thinking or "", signature=block.signature or None)
+        return ThinkingPart(text=block.thinking or "", signature=block.signature or None,
+                            origin=PROTOCOL if block.signature else None)
     if kind == "redacted_thinking":
-        return ThinkingPart(redacted=True, data=block.data)
+        return ThinkingPart(redacted=True, data=block.data, origin=PROTOCOL)
     if kind == "tool_use":
         arguments = bytes(block.input).decode() or "{}"
         return ToolCallPart(id=block.id or "", name=block.name or "", arguments=arguments)
@@ -240,7 +246,7 @@ def _part(block: wire.ResponseBlock) -> Part | None:
 
 
 class MessagesAdapter:
-    protocol = "messages"
+    protocol = PROTOCOL
     capabilities = frozenset({"generate", "embed"})  # text: an UpstreamAdapter
     version_prefix = "/v1"  # standard paths start with it; a base_url ending in it is not doubled
 

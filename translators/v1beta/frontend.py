@@ -31,7 +31,7 @@ def encode_response(response: ChatResponse, request: ChatRequest) -> bytes:
     candidates: list[dict[str, Any]] = []
     for cand in response.candidates:
         content: dict[str, Any] = {"role": "model"}
-        parts = to_wire(cand.parts, include_thoughts=include)
+        parts = to_wire(cand.parts, include_thoughts=include, client=True)
         if parts:
             content["parts"] = parts
         candidates.append({"content": content, "finishReason": finish_reason(cand.stop_reason),

@@ -12,7 +12,10 @@ Three things need care:
   any other part (a function call, a text) becomes an empty ThinkingPart just before it, and on the
   way out an empty signed ThinkingPart hands its signature to the part that follows, so the
   signature returns on the part it came with. Signatures read from a client are put back in the
-  standard base64 alphabet (google-genai re-encodes them URL-safe).
+  standard base64 alphabet (google-genai re-encodes them URL-safe). Another protocol's opaque state
+  goes to a client sealed (``gateway.reasoning_state``: valid base64, as the field must be) and is
+  restored, with the text it signs, when the client sends it back; an upstream receives only
+  signatures of its own protocol.
 * Function responses. Gemini wants an object and the function ``name``; canonical tool results are
   text. ``{"result": "..."}`` style objects become their text and back; other objects travel as
   their JSON text and are parsed again on the way out.
@@ -36,6 +39,7 @@ from gateway.canonical import (
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
+from gateway.reasoning_state import for_client, for_upstream, from_client
 from gateway.wire.data_url import inline_data
 from translators.v1beta import wire
 
@@ -44,6 +48,7 @@ _RESULT_KEYS = ("result", "output", "content")
 # google-genai holds signatures as bytes and sends them back URL-safe base64 encoded, whatever
 # alphabet they came in: the standard alphabet restores what another vendor signed.
 _URLSAFE_TO_STANDARD = str.maketrans("-_", "+/")
+PROTOCOL = "v1beta"
 
 
 class CallIds:
@@ -103,6 +108,18 @@ def to_canonical(parts: list[wire.Part], ids: CallIds, where: str | None) -> lis
     merging_thought = False  # the last canonical part is a ThinkingPart made from thought parts
     for j, part in enumerate(parts):
         signature = part.thoughtSignature.translate(_URLSAFE_TO_STANDARD) if part.thoughtSignature else None
+        sealed = from_client(PROTOCOL, signature=signature) if signature and where is not None else None
+        if sealed is not None and sealed.origin != PROTOCOL:
+            # Another protocol's state, restored with the exact text it signs: the client's copy
+            # of that text (the thought parts just before) is left out.
+            last = out[-1] if out else None
+            if merging_thought and isinstance(last, ThinkingPart) and not last.signature:
+                out.pop()
+            out.append(sealed)
+            merging_thought = False
+            if part.thought:
+                continue
+            signature = None
         if part.thought:
             text = part.text or ""
             last = out[-1] if out else None
@@ -112,11 +129,13 @@ def to_canonical(parts: list[wire.Part], ids: CallIds, where: str | None) -> lis
                 last.signature = last.signature or signature
             else:
                 out.append(ThinkingPart(text=text, signature=signature))
+            if signature and isinstance(out[-1], ThinkingPart):
+                out[-1].origin = PROTOCOL
             merging_thought = True
             continue
         merging_thought = False
         if signature:
-            out.append(ThinkingPart(signature=signature))
+            out.append(ThinkingPart(signature=signature, origin=PROTOCOL))
         if part.text is not None:
             if part.text:
                 out.append(TextPart(text=part.text))
@@ -200,23 +219,37 @@ def tool_names(messages: list[Any]) -> dict[str, str]:
     return {p.id: p.name for m in messages for p in m.parts if isinstance(p, ToolCallPart)}
 
 
+def _thought(part: ThinkingPart, client: bool) -> tuple[str, str | None] | None:
+    """A thinking part's text and the signature it goes out with (None: it goes out not at all):
+    for a client, another protocol's state sealed; for an upstream, only its own protocol's."""
+    if client:
+        return ("" if part.redacted else part.text), for_client(part, PROTOCOL)
+    own = for_upstream(part, PROTOCOL)
+    if own is None or own.redacted:
+        return None  # an opaque payload of another vendor: nothing Gemini can take
+    return own.text, own.signature
+
+
 def to_wire(parts: list[Part], names: dict[str, str] | None = None,
-            include_thoughts: bool = True) -> list[dict[str, Any]]:
-    """Canonical parts as Gemini parts. ``names`` resolves tool results that carry no ``name``."""
+            include_thoughts: bool = True, *, client: bool = False) -> list[dict[str, Any]]:
+    """Canonical parts as Gemini parts, for a ``client``'s answer or else an upstream's request.
+    ``names`` resolves tool results that carry no ``name``."""
     out: list[dict[str, Any]] = []
     signature: str | None = None  # from an empty signed ThinkingPart, for the next part
     for part in parts:
         item: dict[str, Any] | None = None
         extra: list[dict[str, Any]] = []
         if isinstance(part, ThinkingPart):
-            if part.redacted:
-                continue  # an opaque payload of another vendor: nothing Gemini can take
-            if part.text and include_thoughts:
-                item = {"text": part.text, "thought": True}
-                if part.signature:
-                    item["thoughtSignature"] = part.signature
-            elif part.signature:
-                signature = part.signature
+            thought = _thought(part, client)
+            if thought is None:
+                continue
+            text, signed = thought
+            if text and include_thoughts:
+                item = {"text": text, "thought": True}
+                if signed:
+                    item["thoughtSignature"] = signed
+            elif signed:
+                signature = signed
                 continue
             else:
                 continue

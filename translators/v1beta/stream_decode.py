@@ -33,7 +33,7 @@ from gateway.wire.frames import MAX_FRAME_BYTES
 from translators.v1beta import wire
 from translators.v1beta.framing import ObjectSplitter
 from translators.v1beta.mapping import stop_reason, usage_from_wire
-from translators.v1beta.parts import CallIds
+from translators.v1beta.parts import PROTOCOL, CallIds
 
 Kind = Literal["text", "thinking"]
 
@@ -121,12 +121,14 @@ class GeminiStreamDecoder:
                 self._switch(state, ci, "thinking", events)
                 if part.text or part.thoughtSignature:
                     events.append(ThinkingDelta(index=state.index, text=part.text or "",
-                                                signature=part.thoughtSignature, candidate=ci))
+                                                signature=part.thoughtSignature, candidate=ci,
+                                                origin=PROTOCOL if part.thoughtSignature else None))
                 continue
             if part.thoughtSignature:  # a signature riding on a non-thought part: its own thinking part
                 self._switch(state, ci, None, events)
                 self._switch(state, ci, "thinking", events)
-                events.append(ThinkingDelta(index=state.index, signature=part.thoughtSignature, candidate=ci))
+                events.append(ThinkingDelta(index=state.index, signature=part.thoughtSignature, candidate=ci,
+                                            origin=PROTOCOL))
                 self._switch(state, ci, None, events)
             if part.functionCall is not None:
                 self._switch(state, ci, None, events)

@@ -1,7 +1,9 @@
 """Canonical stream events as a ``streamGenerateContent`` stream, in either framing.
 
 Every text or thought delta becomes one GenerateContentResponse chunk at once; a function call is
-held until its arguments are complete (Gemini sends calls whole). Finish reasons and usage arrive
+held until its arguments are complete (Gemini sends calls whole). Another protocol's signature or
+redacted thinking is sealed when its part ends (the seal holds the part's whole text) and goes out
+then on an empty thought part (``gateway.reasoning_state``). Finish reasons and usage arrive
 last, so they go in one final chunk written by ``close``, as Gemini's own last chunk carries them.
 """
 
@@ -20,13 +22,15 @@ from gateway.canonical import (
     StreamStart,
     TextDelta,
     ThinkingDelta,
+    ThinkingPart,
     ToolArgsDelta,
     Usage,
     UsageReport,
 )
+from gateway.reasoning_state import seal
 from translators.v1beta.family import render as render_error
 from translators.v1beta.mapping import finish_reason, usage_to_wire
-from translators.v1beta.parts import parse_args
+from translators.v1beta.parts import PROTOCOL, parse_args
 
 
 class _Part:
@@ -37,6 +41,8 @@ class _Part:
         self.args: list[str] = []
         self.had_text = False
         self.signature: str | None = None
+        self.text: list[str] = []
+        self.foreign: ThinkingPart | None = None  # another protocol's state, sealed at the end
 
 
 class GeminiStreamEncoder:
@@ -88,6 +94,8 @@ class GeminiStreamEncoder:
             return b""
         if isinstance(event, PartStart):
             part = _Part(event.kind, event.tool_call_id, event.tool_name)
+            if event.kind == "redacted_thinking" and event.data:
+                part.foreign = ThinkingPart(redacted=True, data=event.data, origin=event.origin)
             self._parts[(event.candidate, event.index)] = part
             return b""
         if isinstance(event, PartStop):
@@ -108,10 +116,13 @@ class GeminiStreamEncoder:
         if part is None:
             return b""
         out = b""
+        part.text.append(event.text)
         if event.text and self._include_thoughts:
             part.had_text = True
             out = self._emit(event.candidate, [{"text": event.text, "thought": True}])
-        if event.signature:
+        if event.signature and event.origin not in (None, PROTOCOL):
+            part.foreign = ThinkingPart(signature=event.signature, origin=event.origin)
+        elif event.signature:
             if part.had_text:  # signed after its text (message protocol): an empty signed thought
                 out += self._emit(event.candidate, [{"text": "", "thought": True,
                                                      "thoughtSignature": event.signature}])
@@ -123,6 +134,11 @@ class GeminiStreamEncoder:
         part = self._parts.pop((event.candidate, event.index), None)
         if part is None:
             return b""
+        if part.foreign is not None:
+            if not part.foreign.redacted:
+                part.foreign.text = "".join(part.text)
+            return self._emit(event.candidate, [{"text": "", "thought": True,
+                                                 "thoughtSignature": seal(part.foreign)}])
         if part.kind == "thinking" and part.signature:
             self._signature[event.candidate] = part.signature  # rides on the next part
         if part.kind != "tool_call":

@@ -44,8 +44,8 @@ def test_decode_every_block_type(sample: Callable[[str], bytes]) -> None:
     assert user.parts[5] == DocumentPart(url="https://example.com/paper.pdf", media_type="application/pdf")
     assert user.parts[6] == DocumentPart(text="chunk one\nchunk two", media_type="text/plain")
     assert assistant.parts[0] == ThinkingPart(text="The user wants the weather too.",
-                                              signature="EqQBCkYIARgCIkD...")
-    assert assistant.parts[1] == ThinkingPart(redacted=True, data=assistant.parts[1].data)
+                                              signature="EqQBCkYIARgCIkD...", origin="messages")
+    assert assistant.parts[1] == ThinkingPart(redacted=True, data=assistant.parts[1].data, origin="messages")
     assert assistant.parts[2] == TextPart(text="Let me check the weather.")
     call = assistant.parts[3]
     assert isinstance(call, ToolCallPart) and call.id == "toolu_01A09q90qw90lq917835lq9"

@@ -30,8 +30,9 @@ def test_decode_upstream_response(sample: Callable[[str], bytes]) -> None:
     (candidate,) = decoded.candidates
     thinking, redacted, text, call = candidate.parts  # server-tool blocks are skipped
     assert thinking == ThinkingPart(text="I should call the weather tool.",
-                                    signature="EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds")
-    assert redacted == ThinkingPart(redacted=True, data="EmwKAhgBEgy3va3pzix")
+                                    signature="EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+                                    origin="messages")
+    assert redacted == ThinkingPart(redacted=True, data="EmwKAhgBEgy3va3pzix", origin="messages")
     assert text == TextPart(text="I'll look that up.")
     assert isinstance(call, ToolCallPart) and call.name == "get_weather"
     assert orjson.loads(call.arguments) == {"location": "San Francisco, CA", "unit": "celsius"}

@@ -52,9 +52,9 @@ def test_full_request_every_part_kind() -> None:
     model = req.messages[1].parts
     # two streamed thought parts are one thought; the call's signature is its own empty thought
     assert model[0] == ThinkingPart(
-        text="Let me think about the image. It shows one pixel.", signature="c2lnLXRob3VnaHQ="
+        text="Let me think about the image. It shows one pixel.", signature="c2lnLXRob3VnaHQ=", origin="v1beta"
     )
-    assert model[1] == ThinkingPart(text="", signature="c2lnLWNhbGw=")
+    assert model[1] == ThinkingPart(text="", signature="c2lnLWNhbGw=", origin="v1beta")
     assert model[2] == ToolCallPart(
         id="call_get_weather_0", name="get_weather", arguments='{"city":"Paris","days":2}'
     )
@@ -298,5 +298,5 @@ def test_url_safe_signatures_come_back_in_the_standard_alphabet() -> None:
             ]
         }
     )
-    assert req.messages[0].parts == [ThinkingPart(text="t", signature="ab+/cd==")]
+    assert req.messages[0].parts == [ThinkingPart(text="t", signature="ab+/cd==", origin="v1beta")]
 

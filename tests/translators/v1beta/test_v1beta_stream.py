@@ -68,7 +68,7 @@ THINKING_EVENTS: list[StreamEvent] = [
     ThinkingDelta(index=0, text=" it."),
     PartStop(index=0),
     PartStart(index=1, kind="thinking"),  # the signature that came on the first text part
-    ThinkingDelta(index=1, signature="c2ln"),
+    ThinkingDelta(index=1, signature="c2ln", origin="v1beta"),
     PartStop(index=1),
     PartStart(index=2, kind="text"),
     TextDelta(index=2, text="Hello"),

@@ -227,7 +227,7 @@ def test_decode_thinking_tool_response() -> None:
     assert cand.stop_reason == "tool_use"  # STOP with a function call
     assert cand.parts == [
         ThinkingPart(text="The user wants weather."),
-        ThinkingPart(signature="Q2lJQmNxZ0Q="),
+        ThinkingPart(signature="Q2lJQmNxZ0Q=", origin="v1beta"),
         ToolCallPart(id="call_get_weather_1", name="get_weather", arguments='{"city":"Paris"}'),
     ]
     # candidates exclude thoughts on Gemini; canonical output includes them
