@@ -201,4 +201,26 @@ async def test_a_kept_alive_connection_closed_under_the_next_post(
         assert_clean_502(attacked.outcomes[0])
         second_post_arrivals = len(up.received) - 1
         assert 1 <= second_post_arrivals <= attempts, up.received
+        # the first went on the kept-alive connection; each later attempt on a connection of its own
+        assert up.connections == second_post_arrivals
         await assert_unharmed(fronted, caplog, attacked, {"hostile-chat": second_post_arrivals})
+
+
+async def test_a_kept_alive_connection_closed_while_idle(front: StartFront,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """The upstream closes its side of an idle kept-alive connection before the next call: that
+    call goes on a new connection, served, its POST sent once."""
+    async def answer_then_close(conn: Connection) -> None:
+        if await conn.request() is not None:
+            await conn.send(json_answer(COMPLETION))
+            conn.close()
+
+    async with HostileUpstream(answer_then_close) as up:
+        fronted = await front(up.base_url, protocols=("chat",))
+        first = await attack(fronted, caplog, protocols=("chat",))
+        assert first.outcomes[0].status == 200, first.outcomes
+        await asyncio.sleep(0.05)  # the close reaches the gateway's idle connection
+        attacked = await attack(fronted, caplog, protocols=("chat",))
+        assert attacked.outcomes[0].status == 200, attacked.outcomes
+        assert len(up.received) == 2 and up.connections == 2
+        await assert_unharmed(fronted, caplog, attacked, {"hostile-chat": 0})

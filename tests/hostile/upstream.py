@@ -59,7 +59,8 @@ class Connection:
             # over what had already arrived after it.
             left, _ = self._parser.trailing_data
             self._parser = h11.Connection(h11.SERVER)
-            self._parser.receive_data(left)
+            if left:  # (empty bytes would tell h11 the peer closed)
+                self._parser.receive_data(left)
         head: h11.Request | None = None
         body = bytearray()
         while True:
