@@ -9,8 +9,9 @@ benchmark's reference floor (``bench/floor.py``), so that both are measured on t
 - ``granian`` (the default): a Rust HTTP server (hyper), served HTTP/1.1-only. Measured, it is the
   only one of the three that, stock, enforces both a request-head size limit on every head
   (``431``, ``limits.request_head_bytes``) and a request-head deadline
-  (``limits.header_timeout_s``). Its parent process supervises the worker processes, even with one
-  worker.
+  (``limits.header_timeout_s``), and it closes the connection after a request that has both
+  Content-Length and Transfer-Encoding (the others serve what follows it: request smuggling
+  behind a proxy). Its parent process supervises the worker processes, even with one worker.
 - ``uvicorn`` (``pip install 'model-gateway[uvicorn]'``): served with its ``h11`` parser, the one
   that bounds a head (``400`` over it; a head that arrives whole in one read is not checked). It
   has no head deadline: a client that sends its first head slowly, or never, holds its connection

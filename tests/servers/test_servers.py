@@ -167,3 +167,8 @@ def test_default_server_is_installed() -> None:
     """The default server is a dependency; the others are extras (``model-gateway[uvicorn]``)."""
     assert not_installed(DEFAULT_SERVER) is None
     __import__(DEFAULT_SERVER)
+
+
+def test_a_missing_extra_is_named() -> None:
+    assert not_installed(DEFAULT_SERVER) is None
+    assert "pip install 'model-gateway[no_such_server]'" in (not_installed("no_such_server") or "")
