@@ -108,7 +108,7 @@ BODY_SCOPE_KEY = "gateway.body"
 
 
 def arrived(request: Request) -> float:
-    """When the request came in: its head parsed, before its handler's task first ran."""
+    """When the request came in: as the app's middleware first saw it, before its handler ran."""
     at = request.scope.get(ARRIVED_SCOPE_KEY)
     return at if isinstance(at, float) else time.perf_counter()
 
