@@ -10,7 +10,8 @@ framings and for the Responses API onto a native upstream) must see:
 
 * after output: what was delivered, then its family's own stream error event (``upstream_error``),
   the call logged as ``upstream_cut`` and charged what was delivered, not the megabytes;
-* before output: its family's error and no output;
+* before output: a failed attempt, so a 502 ``upstream_error`` in its family's envelope and nothing
+  charged, or, with another upstream to fail over to, the answer of that one;
 * either way: this process's peak memory (the embedded gateway runs in it) grows far less than
   what was sent, exactly one WARNING names the upstream, no traceback is logged, and the next call
   is served.
@@ -113,6 +114,9 @@ KINDS = {"chat": ("lines", "line"), "messages": ("lines", "line"), "responses": 
 
 def public(upstream: str, kind: str, when: str) -> str:
     return f"lim-{upstream}-{kind}-{when}"
+
+
+FAILOVER = "lim-failover"  # the hostile chat upstream first, the simulator's chat second
 
 
 @pytest_asyncio.fixture
@@ -222,7 +226,7 @@ async def logged(gw: GatewayHandle, model: str) -> dict[str, Any]:
 
 
 async def attack(gw: GatewayHandle, caplog: pytest.LogCaptureFixture, call: Call, upstream: str, kind: str,
-                 when: str, healthy: str) -> tuple[Seen, dict[str, Any]]:
+                 when: str, healthy: str) -> None:
     """One call into a frame that never ends, and what every such call must leave behind."""
     model = public(upstream, kind, when)
     caplog.clear()
@@ -245,8 +249,9 @@ async def attack(gw: GatewayHandle, caplog: pytest.LogCaptureFixture, call: Call
         assert seen.status == 200 and seen.texts == ["hello"], where
         assert row["outcome"] == "upstream_cut" and 0 < row["completion_tokens"] <= 5, (where, row)
     else:
-        assert seen.texts == [] and row["completion_tokens"] == 0, (where, row)
-    return seen, row
+        # Nothing went out yet: a failed attempt like a refused connection, nothing charged.
+        assert seen.status == 502 and seen.texts == [], where
+        assert row["outcome"] == "upstream_error" and row["charge_nano"] == 0, (where, row)
 
 
 def cases(upstreams: tuple[str, ...],
@@ -280,11 +285,30 @@ async def test_responses_client_onto_a_native_upstream(lgw: GatewayHandle,
         await attack(lgw, caplog, responses_call, upstream, kind, when, "sim-chat")
 
 
-async def test_before_any_output_a_502_and_nothing_charged(lgw: GatewayHandle,
+async def test_before_any_output_the_next_upstream_answers(gateway_server: StartGateway,
+                                                          make_config: MakeConfig, hostile: str,
+                                                          simulator: Any,
                                                           caplog: pytest.LogCaptureFixture) -> None:
-    calls: list[tuple[Call, str, str]] = [(chat_call, "chat", "sim-chat"),
-                                          (messages_call, "messages", "sim-claude")]
-    for call, upstream, healthy in calls:
-        seen, row = await attack(lgw, caplog, call, upstream, "lines", "before", healthy)
-        assert seen.status == 502, seen
-        assert row["outcome"] == "upstream_error" and row["charge_nano"] == 0, row
+    """With a second upstream to try, the client never knows: the oversized first event failed
+    the attempt before anything was sent."""
+    caplog.set_level(logging.INFO)
+    upstreams = [{"name": "limits-chat", "protocol": "chat", "base_url": hostile, "api_key": "sk-up",
+                  "models": {FAILOVER: "up-lines-before"}},
+                 {"name": "limits-fallback", "protocol": "chat", "base_url": simulator.base_url,
+                  "api_key": "sk-sim", "priority": 1, "models": {FAILOVER: "sim-chat"}}]
+    gw = await gateway_server(make_config(
+        extra_models=[{"id": FAILOVER, "price": {"input_per_mtok": 1, "output_per_mtok": 1}}],
+        extra_upstreams=upstreams, routing={"max_attempts": 2, "cooldown_s": 0.01},
+        limits={"sse_event_bytes": LIMIT, "stream_element_bytes": LIMIT}))
+    gw.user = await gw.create_user(quota_usd=100)
+    gw.key_record = await gw.create_key(gw.user["id"], name="limits")
+    caplog.clear()
+    with PeakRss() as rss:
+        seen = await asyncio.wait_for(chat_call(gw, FAILOVER), 30)
+    assert seen.status == 200 and seen.code is None and seen.texts, seen
+    assert rss.growth_bytes < RSS_BOUND, f"peak RSS +{rss.growth_bytes / MIB:.1f} MiB"
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "limits-chat" in warned[0] and "larger than" in warned[0], warned
+    assert log_faults(caplog.records) == []
+    row = await logged(gw, FAILOVER)
+    assert row["outcome"] == "success" and row["upstream"] == "limits-fallback" and row["attempts"] == 2, row
