@@ -28,7 +28,7 @@ import pytest_asyncio
 
 from gateway.servers import DEFAULT_SERVER
 from tests.conftest import GatewayHandle
-from tests.hostile.upstream import MIB, HealthzSampler, PeakRss, idle_healthz_p99, log_faults
+from tests.hostile.upstream import MIB, HealthzSampler, PeakRss, log_faults
 from tests.servers import embedded
 
 HEALTHZ_SLACK_S = 0.1
@@ -132,7 +132,7 @@ async def _assert_unharmed(gw: GatewayHandle, caplog: pytest.LogCaptureFixture, 
 @pytest_asyncio.fixture
 async def idle_p99(gw: GatewayHandle, caplog: pytest.LogCaptureFixture) -> AsyncIterator[float]:
     caplog.set_level(logging.INFO)
-    yield await idle_healthz_p99(gw.http, gw.base_url)
+    yield await HealthzSampler(gw.http, gw.base_url).idle_p99()
 
 
 def _in_thread(executor: ThreadPoolExecutor, port: int, pieces: Iterable[bytes],
