@@ -39,6 +39,7 @@ from gateway.canonical import (
 from gateway.errors import InvalidRequest
 from gateway.wire.data_url import DataURL, DataURLError, parse_data_url
 from gateway.wire.decode import decode
+from translators.chat.reasoning import thinking_parts
 from translators.chat.validation import require, stop_list, unknown_fields
 from translators.chat.wire import (
     AssistantMessage,
@@ -148,8 +149,11 @@ def _texts(content: str | list[TextContent]) -> list[str]:
 
 def _assistant_parts(message: AssistantMessage, tool_names: dict[str, str]) -> list[Part]:
     parts: list[Part] = []
+    signed = thinking_parts(message.reasoning_details or [])
     thinking = message.reasoning_content or message.reasoning
-    if thinking:
+    if signed:
+        parts.extend(signed)  # they hold the text as signed: reasoning_content would repeat it
+    elif thinking:
         parts.append(ThinkingPart(text=thinking))
     content = message.content
     if isinstance(content, str):

@@ -1,7 +1,8 @@
 """Canonical answers -> the client's ``chat.completion`` object and ``chat.completion.chunk`` stream.
 
 Thinking is written as ``reasoning_content`` (the de-facto field of DeepSeek, vLLM and new-api);
-signatures and redacted thinking have no OpenAI form and are dropped. Tool calls are streamed in
+signatures and redacted thinking, which have no OpenAI form, as ``reasoning_details`` entries
+(``translators.chat.reasoning``; streamed when their part ends). Tool calls are streamed in
 OpenAI's incremental format: ``index`` counts tool calls within the choice, the first delta of a
 call carries ``id``, ``type`` and ``function.name``, later ones argument fragments.
 """
@@ -16,6 +17,7 @@ from gateway.canonical import (
     ChatResponse,
     Finish,
     PartStart,
+    PartStop,
     StreamEvent,
     StreamStart,
     TextDelta,
@@ -28,6 +30,7 @@ from gateway.canonical import (
 )
 from gateway.families import native_type
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
+from translators.chat.reasoning import DetailCollector, details
 from translators.chat.wire_out import (
     OutChoice,
     OutChunk,
@@ -58,6 +61,9 @@ def encode_chat_response(response: ChatResponse, request: ChatRequest) -> bytes:
             message.tool_calls = calls
         if thinking:
             message.reasoning_content = thinking
+        signed = details([p for p in candidate.parts if isinstance(p, ThinkingPart)])
+        if signed:
+            message.reasoning_details = signed
         choices.append(OutChoice(candidate.index, message, None, finish_reason(candidate.stop_reason)))
     out = OutCompletion(id=wire_id("chatcmpl-", response.id), created=response.created or now(),
                         model=response.model or request.model, choices=choices,
@@ -91,11 +97,13 @@ class ChatStreamEncoder:
         self._tool_count: dict[int, int] = {}
         self._usage_sent = False
         self._failed = False
+        self._details = DetailCollector()
 
     def encode(self, event: StreamEvent) -> bytes:
         if isinstance(event, TextDelta):
             return self._delta(event.candidate, OutDelta(content=event.text)) if event.text else b""
         if isinstance(event, ThinkingDelta):
+            self._details.add(event.candidate, event.index, event.text, event.signature, event.origin)
             return self._delta(event.candidate, OutDelta(reasoning_content=event.text)) if event.text else b""
         if isinstance(event, ToolArgsDelta):
             index = self._tool_index.get((event.candidate, event.index))
@@ -114,7 +122,10 @@ class ChatStreamEncoder:
                 return b""
             self._usage_sent = True
             return self._usage_chunk(usage_to_wire(event.usage))
-        return b""  # PartStop: OpenAI has no end-of-part marker
+        if isinstance(event, PartStop):  # a signed thought's entry, once its text is complete
+            entry = self._details.stop(event.candidate, event.index)
+            return self._delta(event.candidate, OutDelta(reasoning_details=[entry])) if entry else b""
+        return b""
 
     def close(self) -> bytes:
         # After an in-band error there is no [DONE]: the stream did not end cleanly.
@@ -133,6 +144,8 @@ class ChatStreamEncoder:
         return b"".join(self._delta(c, OutDelta(content="")) for c in range(self._request.n))
 
     def _part_start(self, event: PartStart) -> bytes:
+        if event.kind in ("thinking", "redacted_thinking"):
+            self._details.start(event.candidate, event.index, event.data, event.origin)
         if event.kind != "tool_call":
             return b""
         index = self._tool_count.get(event.candidate, 0)

@@ -95,11 +95,22 @@ class ToolCall(Struct):
     type: str = "function"
 
 
+class ReasoningDetail(Struct):
+    """A ``reasoning_details`` entry a client hands back (see ``translators.chat.reasoning``)."""
+
+    type: str = ""
+    text: str | None = None
+    signature: str | None = None
+    data: str | None = None
+    format: str | None = None
+
+
 class AssistantMessage(Struct, tag="assistant", tag_field="role"):
     content: str | list[AssistantPart] | None = None
     tool_calls: list[ToolCall] | None = None
     reasoning_content: str | None = None  # de-facto thinking field (DeepSeek, vLLM, new-api)
     reasoning: str | None = None  # the same, as some OpenAI-compatible servers name it
+    reasoning_details: list[ReasoningDetail] | None = None  # signed / opaque reasoning (OpenRouter's)
     refusal: str | None = None
     name: str | None = None
 

@@ -37,12 +37,24 @@ class OutToolCall(Struct, kw_only=True):
     function: OutFunction
 
 
+class OutReasoningDetail(Struct, kw_only=True, omit_defaults=True):
+    """One ``reasoning_details`` entry (OpenRouter's shape, which LiteLLM and others read too)."""
+
+    type: str  # reasoning.text (signed thought) | reasoning.encrypted (opaque reasoning)
+    text: str | None = None
+    signature: str | None = None
+    data: str | None = None
+    format: str  # the issuer: anthropic-claude-v1, google-gemini-v1, openai-responses-v1 or unknown
+    index: int
+
+
 class OutMessage(Struct, kw_only=True):
     role: str = "assistant"
     content: str | None
     refusal: str | None = None
     tool_calls: list[OutToolCall] | UnsetType = UNSET
     reasoning_content: str | UnsetType = UNSET
+    reasoning_details: list[OutReasoningDetail] | UnsetType = UNSET
 
 
 class OutChoice(Struct):
@@ -65,6 +77,7 @@ class OutDelta(Struct):
     role: str | UnsetType = UNSET
     content: str | UnsetType = UNSET
     reasoning_content: str | UnsetType = UNSET
+    reasoning_details: list[OutReasoningDetail] | UnsetType = UNSET
     tool_calls: list[OutToolCall] | UnsetType = UNSET
 
 

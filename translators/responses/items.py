@@ -32,14 +32,15 @@ from gateway.canonical import (
     Role,
     TextPart,
     Thinking,
-    ThinkingPart,
     Tool,
     ToolCallPart,
     ToolChoice,
     ToolResultPart,
 )
 from gateway.errors import InvalidRequest
+from gateway.reasoning_state import from_client
 from gateway.wire.data_url import DataURL, DataURLError, parse_data_url
+from translators.responses.response import FAMILY
 from translators.responses.wire import (
     ContentPart,
     InputFile,
@@ -165,7 +166,7 @@ def _item_parts(
         ]
     if item.type == "reasoning" and item.encrypted_content:
         text = "".join(s.text for s in item.summary or [])
-        return "assistant", [ThinkingPart(text=text, signature=item.encrypted_content)]
+        return "assistant", [from_client(FAMILY, text=text, signature=item.encrypted_content)]
     return "assistant", []  # reasoning without a signature, built-in tool records
 
 

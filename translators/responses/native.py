@@ -18,12 +18,13 @@ import msgspec
 
 from gateway.canonical import Usage
 from gateway.errors import UpstreamError
+from gateway.reasoning_state import unseal
 from gateway.tokens import estimate_text_tokens
 from gateway.translation import UpstreamCall
 from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import SSEParser
 from translators.responses.request import ClientRequest
-from translators.responses.response import Json, ResponseMeta, canonical_usage
+from translators.responses.response import FAMILY, Json, ResponseMeta, canonical_usage
 from translators.responses.stream_encode import CONTENT_TYPE, sse
 
 FEATURE = "responses"
@@ -41,7 +42,15 @@ def native_call(client: ClientRequest, history: list[Json], upstream_model: str)
 
 
 def _sendable(item: Json) -> bool:
-    return not (item.get("type") == "reasoning" and not item.get("encrypted_content"))
+    """Reasoning goes up only with state this protocol issued: not without any, not with another
+    protocol's (sealed by the gateway when a translated answer carried it)."""
+    if item.get("type") != "reasoning":
+        return True
+    state = item.get("encrypted_content")
+    if not isinstance(state, str) or not state:
+        return False
+    sealed = unseal(state)
+    return sealed is None or sealed.origin == FAMILY
 
 
 def rename(response: Json, meta: ResponseMeta) -> Json:

@@ -24,11 +24,14 @@ from gateway.canonical import (
     StreamEvent,
     TextDelta,
     ThinkingDelta,
+    ThinkingPart,
     ToolArgsDelta,
     Usage,
     UsageReport,
 )
+from gateway.reasoning_state import for_client
 from translators.responses.response import (
+    FAMILY,
     FunctionCallOut,
     Json,
     OutputItem,
@@ -64,6 +67,7 @@ class ResponsesStreamEncoder:
         self.usage: Usage | None = None
         self.texts: list[str] = []  # everything generated, for an estimate when no usage comes
         self.final: Json | None = None  # the response object of the final event, once made
+        self._signed: ThinkingPart | None = None  # the open reasoning item's signature, to seal
 
     def _event(self, type_: str, **fields: Any) -> bytes:
         event = {"type": type_, "sequence_number": self._seq, **fields}
@@ -145,7 +149,8 @@ class ResponsesStreamEncoder:
                     status="in_progress",
                 )
             )
-        return out + self._add(ReasoningOut(id=new_id("rs"), encrypted_content=event.data))
+        redacted = ThinkingPart(redacted=True, data=event.data, origin=event.origin)
+        return out + self._add(ReasoningOut(id=new_id("rs"), encrypted_content=for_client(redacted, FAMILY)))
 
     def _add(self, item: OutputItem) -> bytes:
         self.items.append(item)
@@ -155,8 +160,8 @@ class ResponsesStreamEncoder:
         )
 
     def _thinking_delta(self, event: ThinkingDelta, item: ReasoningOut) -> bytes:
-        if event.signature:
-            item.encrypted_content = (item.encrypted_content or "") + event.signature
+        if event.signature:  # sealed with the whole summary text when the item closes
+            self._signed = ThinkingPart(signature=event.signature, origin=event.origin)
         if not event.text:
             return b""
         self.texts.append(event.text)
@@ -207,6 +212,10 @@ class ResponsesStreamEncoder:
         if item is None:
             return b""
         out = b""
+        signed, self._signed = self._signed, None
+        if isinstance(item, ReasoningOut) and signed is not None:
+            signed.text = item.summary[0].text if item.summary else ""
+            item.encrypted_content = for_client(signed, FAMILY)
         if isinstance(item, FunctionCallOut):
             out += self._event(
                 "response.function_call_arguments.done",

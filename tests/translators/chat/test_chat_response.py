@@ -46,8 +46,11 @@ def test_encode_text_thinking_and_usage() -> None:
     assert out["object"] == "chat.completion"
     assert out["created"] == 1700000000 and out["model"] == "public-model"
     choice = out["choices"][0]
+    # The signed thought also goes as a reasoning_details entry, for the client to hand back.
     assert choice == {"index": 0, "message": {"role": "assistant", "content": "Hello you", "refusal": None,
-                                              "reasoning_content": "hm"},
+                                              "reasoning_content": "hm", "reasoning_details": [
+                                                  {"type": "reasoning.text", "text": "hm", "signature": "sig",
+                                                   "format": "unknown", "index": 0}]},
                       "logprobs": None, "finish_reason": "stop"}
     assert out["usage"] == {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
                             "prompt_tokens_details": {"cached_tokens": 4},
@@ -122,6 +125,9 @@ def test_stream_chunks_with_usage() -> None:
     deltas = [c["choices"][0]["delta"] for c in body[:-1]]
     assert deltas[0] == {"role": "assistant", "content": ""}
     assert deltas[1] == {"reasoning_content": "Let me think"}
+    # The signed thought's entry comes whole when its part ends.
+    assert deltas.pop(2) == {"reasoning_details": [{"type": "reasoning.text", "text": "Let me think",
+                                                    "signature": "sig", "format": "unknown", "index": 0}]}
     assert deltas[2] == {"content": "Calling"}
     assert deltas[3] == {"tool_calls": [{"index": 0, "id": "toolu_1", "type": "function",
                                          "function": {"name": "get_weather", "arguments": ""}}]}
@@ -130,7 +136,7 @@ def test_stream_chunks_with_usage() -> None:
     assert deltas[6]["tool_calls"][0]["index"] == 1 and deltas[6]["tool_calls"][0]["id"] == "toolu_2"
     assert deltas[7] == {"tool_calls": [{"index": 1, "function": {"arguments": "{}"}}]}
     assert deltas[8] == {}
-    assert [c["choices"][0]["finish_reason"] for c in body[:-1]] == [None] * 8 + ["tool_calls"]
+    assert [c["choices"][0]["finish_reason"] for c in body[:-1]] == [None] * 9 + ["tool_calls"]
     # With stream usage every chunk carries "usage": null and the last one the usage, no choices.
     assert all("usage" in c and c["usage"] is None for c in body[:-1])
     assert body[-1]["choices"] == []

@@ -56,7 +56,7 @@ def test_conversation_maps_roles_calls_and_system() -> None:
     user0, assistant, user1 = request.messages
     assert user0.parts == [TextPart("Weather?")]
     assert assistant.parts == [
-        ThinkingPart(text="hmm", signature="sig"),
+        ThinkingPart(text="hmm", signature="sig", origin="responses"),
         ToolCallPart(id="call_7", name="get_weather", arguments="{}"),
     ]
     result, text, image = user1.parts
@@ -135,4 +135,4 @@ def test_a_native_upstreams_odd_output_is_read_leniently() -> None:
     client = decode_request(orjson.dumps({"model": "m", "input": "next"}))
     request = to_canonical(client.request, history_items(odd), client.items)
     assert [m.role for m in request.messages] == ["user", "assistant", "user"]
-    assert request.messages[1].parts == [ThinkingPart(text="", signature="enc"), TextPart("said")]
+    assert request.messages[1].parts == [ThinkingPart(text="", signature="enc", origin="responses"), TextPart("said")]
