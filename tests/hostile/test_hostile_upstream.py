@@ -18,21 +18,26 @@ The connection's faults (TLS, an address that never answers, a stale keep-alive 
 from __future__ import annotations
 
 import functools
+import logging
+import time
 import zlib
 
+import orjson
 import pytest
 
 from tests.hostile.fronting import (
     BOTH,
     COMPLETION,
+    HEALTHZ_SLACK_S,
     PROTOCOLS,
     TOTAL_S,
     StartFront,
     answer_every_request,
+    chat,
     front,
     survive,
 )
-from tests.hostile.upstream import MIB, Connection, HostileUpstream, answer_once
+from tests.hostile.upstream import MIB, Connection, HealthzSampler, HostileUpstream, answer_once, log_faults
 
 __all__ = ["front"]  # the fixture
 
@@ -121,8 +126,44 @@ async def test_a_huge_body_dripped(front: StartFront, caplog: pytest.LogCaptureF
             await conn.drip(b'{"id": "' + b"x" * 1000, every_s=1.0)
 
     async with HostileUpstream(drip) as up:
-        attacked = await survive(await front(up.base_url), caplog, within_s=TOTAL_S + 1.0)
+        attacked = await survive(await front(up.base_url), caplog, within_s=TOTAL_S + 1.0,
+                                 streams=BOTH)
     assert all(o.elapsed_s > TOTAL_S - 0.2 for o in attacked.outcomes), "cut before total_s?"
+
+
+async def test_a_stream_that_never_ends(front: StartFront, caplog: pytest.LogCaptureFixture) -> None:
+    """Output every 0.2 s, for ever: within idle_s all along, so total_s is what ends it, after
+    output (a 200 whose stream ends in an error event)."""
+    chunk = orjson.dumps({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up-model",
+                          "choices": [{"index": 0, "delta": {"content": "a"}}]})
+
+    async def endless(conn: Connection) -> None:
+        if await conn.request() is not None:
+            await conn.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                            b"Transfer-Encoding: chunked\r\n\r\n")
+            event = b"data: %b\n\n" % chunk
+            while await conn.send(b"%x\r\n%b\r\n" % (len(event), event), pace_s=0.2):
+                pass
+
+    async with HostileUpstream(endless) as up:
+        fronted = await front(up.base_url, protocols=("chat",))
+        sampler = HealthzSampler(fronted.gw.http, fronted.gw.base_url)
+        idle = await sampler.idle_p99()
+        caplog.clear()
+        body = {"model": "hostile-chat", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        started = time.perf_counter()
+        async with sampler.running():
+            reply = await fronted.gw.request("POST", "/v1/chat/completions", json=body, key=fronted.gw.key)
+        elapsed = time.perf_counter() - started
+    assert reply.status == 200 and b'"content":"a"' in reply.body, reply.body[:300]
+    assert b'"error"' in reply.body and b"Traceback" not in reply.body, reply.body[-300:]
+    assert TOTAL_S - 0.2 < elapsed < TOTAL_S + 1.0, elapsed
+    assert sampler.p99 <= idle + HEALTHZ_SLACK_S, sampler.stats()
+    named = [r.getMessage() for r in caplog.records
+             if r.levelno == logging.WARNING and "hostile-chat" in r.getMessage()]
+    assert len(named) == 1, named
+    assert log_faults(caplog.records) == []
+    assert (await chat(fronted.client, "sim-chat")).status == 200
 
 
 async def test_content_length_beside_transfer_encoding(front: StartFront,
