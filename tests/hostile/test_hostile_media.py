@@ -25,6 +25,7 @@ from tests.hostile.upstream import (
     HealthzSampler,
     HostileUpstream,
     PeakRss,
+    answer_once,
     log_faults,
 )
 
@@ -33,15 +34,15 @@ SECRET_HEADER = "org-secret-0815"
 VIDEO = b"\x00\x00\x00\x18ftypmp42" + bytes(1000)
 
 
-def video_upstream(location: Callable[[], str]) -> Handler:
+def video_upstream(location: Callable[[], str], mp4: bytes | None = None) -> Handler:
     """Submissions get task ``up-1``, which is at once completed; its mp4 answers 302 to
-    ``location()``."""
+    ``location()`` (or ``mp4``, when given)."""
 
     async def handle(conn: Connection) -> None:
         while (request := await conn.request()) is not None:
             path = request.target.split("?")[0]
             if path.endswith(".mp4"):
-                await conn.send(b"HTTP/1.1 302 Found\r\nLocation: %b\r\nContent-Length: 0\r\n\r\n"
+                await conn.send(mp4 or b"HTTP/1.1 302 Found\r\nLocation: %b\r\nContent-Length: 0\r\n\r\n"
                                 % location().encode())
             elif request.method == "POST":
                 await conn.send(json_answer(b'{"taskId": "up-1"}'))
@@ -158,4 +159,26 @@ async def test_an_admitted_redirect_carries_no_upstream_credential(
         assert "authorization" not in fetched.headers and "x-org-secret" not in fetched.headers, fetched
         values = " ".join(fetched.headers.values())
         assert SECRET_KEY not in values and SECRET_HEADER not in values, fetched.headers
+    await assert_unharmed(gw, caplog)
+
+
+FLOOD = b"HTTP/1.1 200 OK\r\nContent-Type: video/mp4\r\n" + b"X-Flood: 1\r\n" * 200_000 + b"\r\n"
+
+
+@pytest.mark.parametrize("fault", ["mp4 answers 503", "redirected to 200,000 headers"])
+async def test_a_failed_download_is_a_clean_502(media_gateway: StartMedia, fault: str,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """The upstream fails the mp4 itself, or redirects (admitted) to a place whose head is over
+    the limits: the client gets a 502 in its envelope, one warning names the upstream."""
+    busy = json_answer(b'{"error": {"message": "busy"}}', "503 Service Unavailable")
+    async with HostileUpstream(answer_once(FLOOD)) as files:
+        location = f"http://127.0.0.1:{files.port}/up-1.mp4"
+        mp4 = None if fault.startswith("redirected") else busy
+        async with HostileUpstream(video_upstream(lambda: location, mp4)) as up:
+            gw = await media_gateway(up.base_url, allowlist=["127.0.0.1"])
+            reply = await measured_download(gw, caplog)
+        assert reply.status == 502 and reply.json()["error"]["message"], reply.text
+        named = [r.getMessage() for r in caplog.records
+                 if r.levelno == logging.WARNING and "hostile-videoa" in r.getMessage()]
+        assert len(named) == 1, named
     await assert_unharmed(gw, caplog)
