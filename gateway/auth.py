@@ -261,6 +261,7 @@ class Authenticator:
         assert self.redis_url is not None
         channel = redis_channel(self.redis_url)
         delay = 1.0
+        told = False  # the outage was logged: once per outage, not per reconnection attempt
         while True:
             client = redis_client(self.redis_url, None)  # waits for messages as long as none come
             pubsub = client.pubsub()
@@ -268,13 +269,15 @@ class Authenticator:
                 await pubsub.subscribe(channel)
                 if not subscribed.done():
                     subscribed.set_result(None)
-                delay = 1.0
+                delay, told = 1.0, False
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
                         self._invalidate()
             except (RedisError, OSError) as exc:
-                log.warning("Redis auth channel unavailable (%s); polling until it is back; retry in %gs",
-                            exc, delay)
+                if not told:
+                    log.warning("Redis auth channel unavailable (%s); changes are seen by polling the "
+                                "database until it is back", exc)
+                told = True
             finally:
                 await pubsub.aclose()
                 await client.aclose()

@@ -257,12 +257,15 @@ class Meter:
 
     # --- background ------------------------------------------------------------------------------
     async def _heartbeat(self) -> None:
+        began = time.monotonic()
         try:
             await self.storage.heartbeat(self.instance_id)
         except Exception:
             self._heartbeat_failing = True
             raise
-        if self._heartbeat_failing:
+        # A heartbeat that failed, or took longer than the period (a database that hung: every
+        # peer's waited as long), is an outage: the time it lasted is not the peers' silence.
+        if self._heartbeat_failing or time.monotonic() - began > self.heartbeat_s:
             self._heartbeat_failing = False
             self._heartbeat_back_at = time.monotonic()
 
