@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.canonical import StopReason, Usage
+from gateway.tokens import estimate_text_tokens
 from translators.messages.wire import UsageView
 
 # Upstream stop reason -> canonical. ``pause_turn`` (a server tool paused a long turn) has no
@@ -43,6 +44,16 @@ def stop_reason_in(value: str | None) -> StopReason | None:
 
 def stop_reason_out(value: str | None) -> str:
     return _STOP_OUT.get(value or "end_turn", "end_turn")
+
+
+def thinking_share(usage: Usage, thinking: str) -> Usage:
+    """The protocol counts thinking inside ``output_tokens`` without saying how much of it. When the
+    upstream gave no figure, the thinking text's estimate (never above the output) is that share, so
+    that other families can show it (``reasoning_tokens``, ``thoughtsTokenCount``); the output, the
+    totals and so the charge are unchanged. Redacted thinking has no text to count."""
+    if not usage.reasoning_tokens and thinking:
+        usage.reasoning_tokens = min(estimate_text_tokens(thinking), usage.output_tokens)
+    return usage
 
 
 def usage_in(view: UsageView | None) -> Usage | None:

@@ -38,7 +38,7 @@ from gateway.secrets_scrub import scrub_secrets
 from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import SSEEvent, SSEParser
 from translators.messages import wire
-from translators.messages.mapping import merge_usage, stop_reason_in, usage_in
+from translators.messages.mapping import merge_usage, stop_reason_in, thinking_share, usage_in
 
 _KINDS = {"text": "text", "thinking": "thinking", "tool_use": "tool_call",
           "redacted_thinking": "redacted_thinking"}
@@ -53,6 +53,7 @@ class MessagesStreamDecoder:
         self._usage = wire.UsageView()
         self._usage_seen = False
         self._reported = False
+        self._thinking: list[str] = []  # for the thinking share of the output (mapping.thinking_share)
         self.error_message: str | None = None  # set by an upstream ``error`` event
 
     @property
@@ -88,7 +89,7 @@ class MessagesStreamDecoder:
         self._reported = True
         usage = usage_in(self._usage)
         assert usage is not None
-        return UsageReport(usage=usage)
+        return UsageReport(usage=thinking_share(usage, "".join(self._thinking)))
 
     def _event(self, event: wire.StreamEventView, out: list[StreamEvent]) -> None:
         kind = event.type
@@ -139,6 +140,7 @@ class MessagesStreamDecoder:
             if kind == "text" and block.text:
                 out.append(TextDelta(index=index, text=block.text))
             elif kind == "thinking" and (block.thinking or block.signature):
+                self._thinking.append(block.thinking or "")
                 out.append(ThinkingDelta(index=index, text=block.thinking or "",
                                          signature=block.signature or None,
                                          origin=PROTOCOL if block.signature else None))
@@ -157,6 +159,7 @@ class MessagesStreamDecoder:
                 out.append(ToolArgsDelta(index=index, partial_json=delta.partial_json))
         elif kind == "thinking_delta":
             if delta.thinking:
+                self._thinking.append(delta.thinking)
                 out.append(ThinkingDelta(index=index, text=delta.thinking))
         elif kind == "signature_delta":
             if delta.signature:

@@ -53,7 +53,7 @@ from gateway.reasoning_state import for_upstream
 from gateway.translation import UpstreamCall
 from gateway.wire.data_url import inline_data
 from translators.messages import wire
-from translators.messages.mapping import stop_reason_in, usage_in
+from translators.messages.mapping import stop_reason_in, thinking_share, usage_in
 from translators.messages.request import BETA_EXTRA, FIELDS_EXTRA
 from translators.messages.response import tool_input
 from translators.messages.stream_decode import PROTOCOL, MessagesStreamDecoder
@@ -273,8 +273,10 @@ class MessagesAdapter:
         parts = [p for p in map(_part, message.content) if p is not None]
         candidate = Candidate(parts=parts, stop_reason=stop_reason_in(message.stop_reason) or "end_turn",
                               stop_sequence=message.stop_sequence)
+        thinking = "".join(p.text for p in parts if isinstance(p, ThinkingPart))
         return ChatResponse(id=message.id, model=message.model or request.model, created=int(time.time()),
-                            candidates=[candidate], usage=usage_in(message.usage) or Usage())
+                            candidates=[candidate], usage=thinking_share(usage_in(message.usage) or Usage(),
+                                                                         thinking))
 
     def stream_decoder(self, request: ChatRequest, limits: LimitsConfig) -> MessagesStreamDecoder:
         return MessagesStreamDecoder(max_event_bytes=limits.sse_event_bytes)
