@@ -33,7 +33,7 @@ __all__ = ["PLACEHOLDER", "SecretScrubber", "is_credential_name", "redact_query"
            "scrub_secrets", "upstream_secrets", "without_empty_credentials"]
 
 PLACEHOLDER = "REDACTED"
-# Parts of a name that mark a credential: key (api_key, x-goog-api-key), token (access_token),
+# Parts of a name that mark a credential: key (api_key, a vendor's key header), token (access_token),
 # sig (signature, X-Amz-Signature), secret, pass (password, passwd), auth (Authorization),
 # credential, session and cookie. Matching more than needed only ever hides a harmless value.
 _CREDENTIAL_WORDS = ("key", "token", "sig", "secret", "pass", "auth", "credential", "session", "cookie")
@@ -193,7 +193,7 @@ def scrub_secrets(text: str) -> str:
 
 def without_empty_credentials(headers: Mapping[str, str]) -> dict[str, str]:
     """``headers`` without the credential headers that carry nothing (``Authorization: Bearer ``,
-    ``x-api-key: ``): an upstream configured with no ``api_key`` is sent no credential of its
+    a vendor's key header with no value): an upstream configured with no ``api_key`` is sent no credential of its
     protocol, so that the basic auth of its ``base_url``'s userinfo applies."""
     return {name: value for name, value in headers.items()
             if not (value.strip().casefold() in _EMPTY_CREDENTIALS and is_credential_name(name))}
