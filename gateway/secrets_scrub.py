@@ -193,7 +193,7 @@ def scrub_secrets(text: str) -> str:
 
 def without_empty_credentials(headers: Mapping[str, str]) -> dict[str, str]:
     """``headers`` without the credential headers that carry nothing (``Authorization: Bearer ``,
-    a vendor's key header with no value): an upstream configured with no ``api_key`` is sent no credential of its
-    protocol, so that the basic auth of its ``base_url``'s userinfo applies."""
+    a vendor's key header with no value): an upstream configured with no ``api_key`` is sent no
+    credential of its protocol, so that the basic auth of its ``base_url``'s userinfo applies."""
     return {name: value for name, value in headers.items()
             if not (value.strip().casefold() in _EMPTY_CREDENTIALS and is_credential_name(name))}
