@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from tests.conftest import GatewayHandle, MakeConfig, Reply, StartGateway
-from tests.hostile.fronting import HEALTHZ_SLACK_S, RSS_GROWTH_BOUND, json_answer
+from tests.hostile.fronting import HEALTHZ_SLACK_S, LIMITS, RSS_GROWTH_BOUND, json_answer
 from tests.hostile.upstream import (
     MIB,
     Connection,
@@ -26,6 +26,7 @@ from tests.hostile.upstream import (
     HostileUpstream,
     PeakRss,
     answer_once,
+    gzip_bomb,
     log_faults,
 )
 
@@ -34,9 +35,10 @@ SECRET_HEADER = "org-secret-0815"
 VIDEO = b"\x00\x00\x00\x18ftypmp42" + bytes(1000)
 
 
-def video_upstream(location: Callable[[], str], mp4: bytes | None = None) -> Handler:
-    """Submissions get task ``up-1``, which is at once completed; its mp4 answers 302 to
-    ``location()`` (or ``mp4``, when given)."""
+def video_upstream(location: Callable[[], str], mp4: bytes | None = None,
+                   submitted: bytes | None = None) -> Handler:
+    """Submissions get task ``up-1`` (or the answer ``submitted``), which is at once completed;
+    its mp4 answers 302 to ``location()`` (or ``mp4``)."""
 
     async def handle(conn: Connection) -> None:
         while (request := await conn.request()) is not None:
@@ -45,7 +47,7 @@ def video_upstream(location: Callable[[], str], mp4: bytes | None = None) -> Han
                 await conn.send(mp4 or b"HTTP/1.1 302 Found\r\nLocation: %b\r\nContent-Length: 0\r\n\r\n"
                                 % location().encode())
             elif request.method == "POST":
-                await conn.send(json_answer(b'{"taskId": "up-1"}'))
+                await conn.send(submitted or json_answer(b'{"taskId": "up-1"}'))
             else:
                 done = {"id": "up-1", "status": "completed",
                         "data": {"results": ["https://files.example/up-1.mp4"], "processing_time": 1.0,
@@ -78,7 +80,7 @@ async def media_gateway(gateway_server: StartGateway, make_config: MakeConfig,
                               "api_key": SECRET_KEY, "headers": {"X-Org-Secret": SECRET_HEADER},
                               "models": ["videoa-2-5"]}],
             tasks={"poll_first_s": 0.02, "poll_interval_s": 0.05, "timeout_s": 30,
-                   "callback_allowlist": allowlist}))
+                   "callback_allowlist": allowlist}, limits=LIMITS, routing={"max_attempts": 1}))
         gw.user = await gw.create_user(quota_usd=10)
         gw.key_record = await gw.create_key(gw.user["id"], name="media")
         return gw
@@ -181,4 +183,34 @@ async def test_a_failed_download_is_a_clean_502(media_gateway: StartMedia, fault
         named = [r.getMessage() for r in caplog.records
                  if r.levelno == logging.WARNING and "hostile-videoa" in r.getMessage()]
         assert len(named) == 1, named
+    await assert_unharmed(gw, caplog)
+
+
+@pytest.mark.parametrize("fault", ["200,000 headers", "a gzip bomb", "a redirect"])
+async def test_a_hostile_answer_to_a_submission(media_gateway: StartMedia, fault: str,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """Task calls (submit, poll) share the text relay's limits: a submission answered with a
+    flood of headers, a gzip bomb or a redirect is a clean 502, nothing kept, one warning."""
+    bomb = gzip_bomb()
+    answers = {"200,000 headers": FLOOD,
+               "a gzip bomb": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip"
+                              b"\r\nContent-Length: %d\r\n\r\n%b" % (len(bomb), bomb),
+               "a redirect": b"HTTP/1.1 307 Temporary Redirect\r\nLocation: http://127.0.0.1:9/\r\n"
+                             b"Content-Length: 0\r\n\r\n"}
+    async with HostileUpstream(video_upstream(lambda: "", submitted=answers[fault])) as up:
+        gw = await media_gateway(up.base_url, allowlist=[])
+        sampler = HealthzSampler(gw.http, gw.base_url)
+        idle = await sampler.idle_p99()
+        caplog.clear()
+        body = {"model": "videoa-2-5", "input": {"prompt": "hostile"}}
+        with PeakRss() as rss:
+            async with sampler.running():
+                reply = await gw.request("POST", "/videoa/v1/videos/generations", json=body, key=gw.key)
+    assert reply.status == 502 and reply.json()["error"]["message"], reply.text
+    assert sampler.p99 <= idle + HEALTHZ_SLACK_S, (f"idle p99 {idle * 1000:.1f} ms", sampler.stats())
+    assert rss.growth_bytes < RSS_GROWTH_BOUND, f"peak RSS grew {rss.growth_bytes / MIB:.0f} MiB"
+    named = [r.getMessage() for r in caplog.records
+             if r.levelno == logging.WARNING and "hostile-videoa" in r.getMessage()]
+    assert len(named) == 1, named
+    assert (await gw.admin("GET", f"/admin/users/{gw.user['id']}")).json()["quota_usd"] == 10
     await assert_unharmed(gw, caplog)

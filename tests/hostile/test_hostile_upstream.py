@@ -17,10 +17,8 @@ The connection's faults (TLS, an address that never answers, a stale keep-alive 
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-import zlib
 
 import orjson
 import pytest
@@ -37,7 +35,15 @@ from tests.hostile.fronting import (
     front,
     survive,
 )
-from tests.hostile.upstream import MIB, Connection, HealthzSampler, HostileUpstream, answer_once, log_faults
+from tests.hostile.upstream import (
+    MIB,
+    Connection,
+    HealthzSampler,
+    HostileUpstream,
+    answer_once,
+    gzip_bomb,
+    log_faults,
+)
 
 __all__ = ["front"]  # the fixture
 
@@ -55,17 +61,6 @@ async def test_one_50_mb_header_line(front: StartFront, caplog: pytest.LogCaptur
     line = [b"HTTP/1.1 200 OK\r\nX-Huge: ", *[block] * (50 * MIB // len(block)), b"\r\n\r\n{}"]
     async with HostileUpstream(answer_once(*line)) as up:
         await survive(await front(up.base_url), caplog, streams=BOTH)
-
-
-@functools.cache
-def gzip_bomb(decoded_bytes: int = 300_000_000) -> bytes:
-    """About 290 KB of gzip that inflates to ``decoded_bytes`` of (valid) JSON."""
-    pack = zlib.compressobj(9, zlib.DEFLATED, 31)
-    block = b"a" * MIB
-    parts = [pack.compress(b'{"id":"c","object":"chat.completion","pad":"')]
-    parts += [pack.compress(block) for _ in range(decoded_bytes // MIB)]
-    parts += [pack.compress(b'"}'), pack.flush()]
-    return b"".join(parts)
 
 
 async def test_a_gzip_bomb(front: StartFront, caplog: pytest.LogCaptureFixture) -> None:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import ssl
 import statistics
 import time
+import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 
@@ -140,6 +142,17 @@ def answer_once(*chunks: bytes, pace_s: float = 0.0) -> Handler:
             await conn.send(*chunks, pace_s=pace_s)
 
     return handle
+
+
+@functools.cache
+def gzip_bomb(decoded_bytes: int = 300_000_000) -> bytes:
+    """About 290 KB of gzip that inflates to ``decoded_bytes`` of (valid) JSON."""
+    pack = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"a" * MIB
+    parts = [pack.compress(b'{"id":"c","object":"chat.completion","pad":"')]
+    parts += [pack.compress(block) for _ in range(decoded_bytes // MIB)]
+    parts += [pack.compress(b'"}'), pack.flush()]
+    return b"".join(parts)
 
 
 class HostileUpstream:
