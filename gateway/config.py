@@ -29,6 +29,9 @@ class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
 class Listen(_Section):
     host: str = "127.0.0.1"
     port: int = 8000
+    # Connections the kernel queues before the server accepts them; on granian also the most
+    # requests one worker serves at once (a stream is one for its whole length).
+    backlog: Annotated[int, msgspec.Meta(ge=64)] = 4096
 
 
 class SimulatorConfig(_Section):

@@ -114,7 +114,7 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
             # Every server, and every worker process, builds the app with worker_app() from this path.
             os.environ[CONFIG_ENV] = str(Path(config_path).resolve())
             listen = servers.Listen(host, port, max(workers, 1), GRACEFUL_TIMEOUT_S,
-                                    servers.ServerLimits.of(config.limits))
+                                    servers.ServerLimits.of(config.limits), config.listen.backlog)
             try:
                 return servers.run(server, "gateway.serve:worker_app", listen)
             except OSError as exc:  # taken in the meantime

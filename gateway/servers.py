@@ -69,6 +69,7 @@ class Listen:
     workers: int = 1
     graceful_s: float = 10.0
     limits: ServerLimits = ServerLimits()
+    backlog: int = 4096  # listen.backlog
 
 
 def netloc(host: str, port: int) -> str:
@@ -154,6 +155,7 @@ def _granian(factory: str, listen: Listen) -> int:
     Granian(factory, address=listen.host, port=listen.port, interface=Interfaces.ASGI, factory=True,
             workers=max(listen.workers, 1), loop=loop, websockets=False,
             http=GRANIAN_HTTP, http1_settings=granian_http1(listen.limits),
+            backlog=listen.backlog, backpressure=listen.backlog,
             log_access=False, workers_kill_timeout=int(listen.graceful_s) or 1,
             respawn_failed_workers=True).serve()
     return 0
@@ -166,7 +168,7 @@ def _uvicorn(factory: str, listen: Listen) -> int:
 
     loop = "uvloop" if event_loop_factory() is not None else "asyncio"
     common: dict[str, Any] = {
-        "host": listen.host, "port": listen.port, "loop": loop, "ws": "none",
+        "host": listen.host, "port": listen.port, "loop": loop, "ws": "none", "backlog": listen.backlog,
         **uvicorn_options(listen.limits),
         "lifespan": "on", "access_log": False, "log_config": None, "server_header": False,
         # The gateway reads X-Forwarded-For itself, from its configured trusted_proxies only; uvicorn's
@@ -190,6 +192,7 @@ def _hypercorn(factory: str, listen: Listen) -> int:
 
     hyper = hypercorn_config(listen.limits)
     hyper.bind = [netloc(listen.host, listen.port)]
+    hyper.backlog = listen.backlog
     hyper.workers = max(listen.workers, 1)
     hyper.graceful_timeout = listen.graceful_s
     hyper.accesslog = None  # ours is the JSON access log middleware
