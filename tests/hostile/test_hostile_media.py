@@ -1,8 +1,9 @@
-"""Hostile upstreams (issue 32, point 4, the upstream side): redirects of a media download, the one
-place the gateway follows them. A video upstream (scripted: it speaks just enough of the video-A
-task API) finishes a task and answers its mp4 with a redirect elsewhere. The gateway goes there
-only through the callbacks' SSRF guard (``tasks.callback_allowlist``: loopback is not public) and
-never with the upstream's credential or its configured headers.
+"""Hostile upstreams (issue 32, point 4, the upstream side), media tasks. A video upstream
+(scripted: it speaks just enough of the video-A task API) finishes a task and answers its mp4 with
+a redirect elsewhere: the one place the gateway follows redirects, only through the callbacks'
+SSRF guard (``tasks.callback_allowlist``: loopback is not public) and never with the upstream's
+credential or its configured headers. A failed download, and a submission answered with a flood
+of headers, a gzip bomb or a redirect, are clean 502s (task calls share the relay's limits).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hostile upstreams (issue 32, point 4, the upstream side), the answer itself: a flood of headers,
-a 50 MB header line, a gzip bomb, 1xx answers, 101, a redirect, a body dripped a byte a second,
-Content-Length beside Transfer-Encoding, broken chunk sizes.
+a 50 MB header line, a gzip bomb, 1xx answers, 101, a redirect, a body dripped a byte a second, a
+stream that never ends, Content-Length beside Transfer-Encoding, broken chunk sizes.
 
 Each attack goes through a real gateway (small limits in its config, so that the point is reached
 fast) to a ``HostileUpstream`` scripted byte by byte, from the openai SDK, on upstreams of the chat,
@@ -11,8 +11,8 @@ traceback or asyncio transport error is logged, one WARNING names the upstream, 
 to a healthy upstream is served.
 
 The connection's faults (TLS, an address that never answers, a stale keep-alive connection) are
-``test_hostile_connection.py``; media downloads, the one place redirects are followed,
-``test_hostile_media.py``.
+``test_hostile_connection.py``; media tasks (downloads, the one place redirects are followed, and
+submissions) ``test_hostile_media.py``.
 """
 
 from __future__ import annotations
