@@ -88,6 +88,16 @@ class _Tx:
         return rows
 
 
+def _no_trace_for_cuts(record: logging.LogRecord) -> bool:
+    """asyncpg's pool logs its failures to reconnect with a stack trace each; for an unreachable
+    server the line alone says it (and the outage is logged once as ERROR here)."""
+    if record.exc_info and record.exc_info[1] is not None and unreachable(record.exc_info[1]):
+        cause = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        record.msg = f"{record.msg} ({cause.replace('%', '%%')})"
+        record.exc_info, record.exc_text = None, None
+    return True
+
+
 def split_pool_options(dsn: str) -> tuple[str, int, int]:
     """``pool_min``/``pool_max`` query parameters are ours; the rest of the DSN goes to asyncpg
     (which passes unknown parameters, e.g. ``search_path``, on as server settings)."""
@@ -108,8 +118,10 @@ class PostgresStorage(SqlAdmin):
         self._pool: asyncpg.Pool | None = None
         self.outage = Outage("the database", log, logging.ERROR,
                              "calls are answered 503 service_unavailable until it is back")
+        self._background: set[asyncio.Task[None]] = set()
 
     async def open(self) -> None:
+        logging.getLogger("asyncpg.pool").addFilter(_no_trace_for_cuts)
         self._pool = await asyncpg.create_pool(self.dsn, min_size=self._pool_min, max_size=self._pool_max,
                                                timeout=CONNECT_TIMEOUT_S)
         await self._migrate()
@@ -118,7 +130,9 @@ class PostgresStorage(SqlAdmin):
         """Note the outage (logged once) and drop the pool's connections (after a server restart
         they are all dead: each would fail one call of its own)."""
         if self.outage.failed(exc) and self._pool is not None:
-            self._pool.expire_connections()
+            expiring = asyncio.get_running_loop().create_task(self._pool.expire_connections())
+            self._background.add(expiring)
+            expiring.add_done_callback(self._background.discard)
         return StorageUnavailable()
 
     async def close(self) -> None:

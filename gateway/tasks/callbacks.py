@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 import msgspec
 
+from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import TaskCallback
 from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination, is_address
 
@@ -145,6 +146,8 @@ class CallbackOutbox:
         while True:
             try:
                 claimed = await self.run_once()
+            except StorageUnavailable:  # logged once per outage by the storage
+                claimed = 0
             except Exception:
                 log.exception("callback outbox cycle failed; retrying")
                 claimed = 0

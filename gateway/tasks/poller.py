@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gateway.errors import GatewayError
+from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import TaskFamily
 from gateway.upstream.attempt import UpstreamFailure
@@ -62,6 +63,8 @@ class Poller:
         while True:
             try:
                 claimed = await self.cycle()
+            except StorageUnavailable:  # logged once per outage by the storage
+                claimed = 0
             except Exception:
                 log.exception("task poller cycle failed; retrying")
                 claimed = 0

@@ -132,8 +132,11 @@ class PostgresCluster:
             raise AssertionError(f"{argv[0]} failed ({done.returncode}): {done.stdout!r} {done.stderr!r}")
 
     def start(self) -> None:
+        # fsync off: an immediate stop kills processes, not the machine, so what was written to the
+        # OS survives. synchronous_commit stays on: a commit acknowledged must be in the WAL, or an
+        # immediate stop would lose what the gateway was told is committed.
         options = (f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.dir} "
-                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300")
+                   "-c fsync=off -c full_page_writes=off -c max_connections=300")
         self._run(["pg_ctl", "start", "-w", "-t", "30", "-D", str(self.data), "-l",
                    str(self.dir / "server.log"), "-o", options])
 
