@@ -9,6 +9,7 @@ so they do not go through the text relay's ``attempt``; they share its error map
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -22,6 +23,7 @@ from yarl import URL
 from gateway.config import UpstreamConfig
 from gateway.errors import UpstreamError, UpstreamHTTPError
 from gateway.money import scaled_cost
+from gateway.observe import current_request_id
 from gateway.secrets_scrub import scrub_secrets
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
@@ -29,6 +31,8 @@ from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
 from gateway.upstream.client import USER_AGENT, AnswerTooLarge, Destination, body_payload
 from gateway.upstream.pool import UpstreamPool
+
+log = logging.getLogger("gateway.upstream")
 
 __all__ = ["BearerTaskAdapter", "TaskHttp", "TaskReply", "error_message", "poll_each", "prorated_charge",
            "query_batch", "refusal"]
@@ -159,13 +163,13 @@ class TaskHttp:
                         resp = await self._pool.session.get(target, headers={**headers, **upstream_headers},
                                                             timeout=timeout, allow_redirects=False)
                     else:
-                        resp = await self._redirected(target, headers, limits=timeout)
+                        resp = await self._redirected(upstream.name, target, headers, limits=timeout)
         if resp.status in (401, 429) or resp.status >= 500:
             resp.release()
             raise UpstreamFailure(upstream.name, f"answered HTTP {resp.status}", resp.status)
         return resp
 
-    async def _redirected(self, url: URL, headers: dict[str, str], *,
+    async def _redirected(self, name: str, url: URL, headers: dict[str, str], *,
                           limits: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
         """A GET of where a download was redirected: a destination the upstream chose, so checked
         like a callback's (public addresses only, unless allowed; on the addresses the connection
@@ -177,13 +181,15 @@ class TaskHttp:
             if is_address(host) and not self._guard.host_allowed(host):
                 self._guard.check_address(host, host)
             return await self._guarded().get(url, headers=headers, timeout=limits, allow_redirects=False)
-        except UnsafeDestination as exc:
-            raise UpstreamError(f"The upstream redirected the download to a refused place: {exc}") from exc
-        except aiohttp.ClientError as exc:
-            if isinstance(exc.__cause__ or exc.__context__, UnsafeDestination):
-                raise UpstreamError("The upstream redirected the download to a refused destination: "
-                                    f"{exc.__cause__ or exc.__context__}") from exc
-            raise
+        except (UnsafeDestination, aiohttp.ClientError) as exc:
+            refused = exc if isinstance(exc, UnsafeDestination) else exc.__cause__ or exc.__context__
+            if not isinstance(refused, UnsafeDestination):
+                raise
+            # The operator's to know: which upstream tried to send the gateway somewhere private.
+            log.warning("upstream %s redirected a download to a refused destination: %s (request %s)",
+                        name, refused, current_request_id() or "-")
+            raise UpstreamError(f"The upstream redirected the download to a refused destination: {refused}"
+                                ) from exc
 
 
 async def _read_within(resp: aiohttp.ClientResponse, limit: int) -> bytes:

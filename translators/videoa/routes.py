@@ -19,6 +19,7 @@ from gateway.openapi import documented
 from gateway.records import Principal
 from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, engine_of
+from gateway.upstream.attempt import UpstreamFailure
 from translators.videoa import upstream
 from translators.videoa import validation as v
 from translators.videoa.download import DownloadStream
@@ -134,7 +135,10 @@ async def download(request: Request) -> Response:
     if config is None:
         raise UpstreamError(f"The upstream that ran task `{task.task_id}` is no longer configured.")
     path = f"/videoa/v1/videos/generations/{task.upstream_task_id}.mp4"
-    resp = await engine_of(gw).http.open(config, path, request_id=request_id(request))
+    try:
+        resp = await engine_of(gw).http.open(config, path, request_id=request_id(request))
+    except UpstreamFailure as failure:  # already logged, naming the upstream; nothing to retry here
+        raise UpstreamError(f"The upstream could not serve the video ({failure.reason}).") from failure
     if resp.status >= 400:
         resp.release()
         raise UpstreamHTTPError(resp.status, f"The upstream could not serve the video (HTTP {resp.status}).")
