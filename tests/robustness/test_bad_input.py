@@ -47,12 +47,16 @@ import pytest
 import pytest_asyncio
 import yarl
 
+from gateway.simulator.textgen import signature_for
+from translators.v1beta.simulator import thought_signature
+
 ADMIN_KEY = "admin-test-key"  # the admin key of the test config (tests/conftest.py)
 REQUEST_ID = "X-Service-Request-Id"
 BIG = 2**70
 PROMPT = "sim:tokens=3 hello"
 CONCURRENCY = 24
 SHOWN = 60  # problems listed in a failure message
+SIGNATURE = thought_signature()  # the simulated upstream refuses a signature it did not issue
 
 
 class RawJSON(bytes):
@@ -919,7 +923,7 @@ def rich_messages(model: str) -> dict[str, Any]:
                 {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_B64}},
                 {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "doc"}}]},
             {"role": "assistant", "content": [
-                {"type": "thinking", "thinking": "hmm", "signature": "c2ln"},
+                {"type": "thinking", "thinking": "hmm", "signature": signature_for("hmm")},
                 {"type": "text", "text": "let me look"},
                 {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "x"}}]},
             {"role": "user", "content": [
@@ -937,7 +941,7 @@ def rich_generate(model: str) -> dict[str, Any]:
             {"role": "user", "parts": [{"text": PROMPT},
                                        {"inlineData": {"mimeType": "image/png", "data": IMAGE_B64}}]},
             {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {"q": "x"}},
-                                         "thoughtSignature": "c2ln"}]},
+                                         "thoughtSignature": SIGNATURE}]},
             {"role": "user",
              "parts": [{"functionResponse": {"name": "lookup", "response": {"result": "42"}}}]},
             {"role": "user", "parts": [{"text": PROMPT}]},

@@ -2,11 +2,15 @@
 credential (``x-api-key``), required ``anthropic-version`` header, error envelope and request ids,
 and the endpoints ``/v1/messages`` (plain / streaming), ``/v1/messages/count_tokens`` and
 ``/v1/models[/{id}]``. Those two model paths are shared with the chat side: this side claims the
-requests that carry its credential or version header."""
+requests that carry its credential or version header. Thinking is signed as the vendor signs it
+(``gateway.simulator.reasoning_state``), a prompt holding the vendor's test string also gets
+redacted thinking, and thinking handed back with another signature or data is refused (400)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -16,6 +20,7 @@ import orjson
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
+from gateway.simulator import reasoning_state as rs
 from gateway.simulator.toolkit import (
     BadRequest,
     Ctx,
@@ -27,6 +32,9 @@ from gateway.simulator.toolkit import (
 )
 from gateway.simulator.toolkit import textgen as tg
 
+# The vendor's documented test string: a prompt holding it gets redacted thinking back.
+REDACT_TRIGGER = "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_46C9A13E193C177646C7398A98432ECCCE4C1253"
+_REDACTED_HEAD = b"\x12\x8e\x01"  # the vendor's data decodes to a protobuf message too
 MODELS = ("claude-sim", "claude-sim-haiku", "claude-sim-opus")
 _TYPES = {
     400: "invalid_request_error",
@@ -174,10 +182,25 @@ def _thinking_budget(body: dict[str, Any]) -> tuple[bool, int | None]:
     return bool(effort) and thinking.get("type") != "disabled", None
 
 
+def _check_reasoning(body: dict[str, Any]) -> None:
+    """As the vendor: thinking handed back must be exactly as issued (400 otherwise)."""
+    for i, m in enumerate(body.get("messages") or []):
+        if not isinstance(m, dict) or m.get("role") != "assistant" or not isinstance(m.get("content"), list):
+            continue
+        for j, b in enumerate(m["content"]):
+            kind = b.get("type") if isinstance(b, dict) else None
+            if kind == "thinking" and b.get("signature") != tg.signature_for(str(b.get("thinking") or "")):
+                raise BadRequest(f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block")
+            if kind == "redacted_thinking" and not rs.token_valid(
+                    "redacted", rs.b64decode_any(str(b.get("data") or "")), _REDACTED_HEAD):
+                raise BadRequest(f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block")
+
+
 async def messages(ctx: Ctx) -> web.StreamResponse:
     body = ctx.body
     if not ctx.model:
         raise BadRequest("model: Field required")
+    _check_reasoning(body)
     max_tokens = body.get("max_tokens")
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise BadRequest("max_tokens: Field required (integer >= 1)")
@@ -195,6 +218,9 @@ async def messages(ctx: Ctx) -> web.StreamResponse:
     if reasoning:
         thought = "".join(reasoning)
         blocks.append({"type": "thinking", "thinking": thought, "signature": tg.signature_for(thought)})
+        if REDACT_TRIGGER in prompt.last_user:
+            data = rs.token("redacted", _REDACTED_HEAD, os.urandom(48))
+            blocks.append({"type": "redacted_thinking", "data": base64.b64encode(data).decode()})
     pieces: list[str] = []
     stop_sequence = None
     if tool is not None:
@@ -264,6 +290,7 @@ async def _stream(
         empty = {
             "thinking": {"type": "thinking", "thinking": "", "signature": ""},
             "text": {"type": "text", "text": ""},
+            "redacted_thinking": block,
         }.get(btype, {**block, "input": {}})
         await ctx.send(
             event(
@@ -275,6 +302,8 @@ async def _stream(
             deltas = [{"type": "thinking_delta", "thinking": p} for p in reasoning]
         elif btype == "text":
             deltas = [{"type": "text_delta", "text": p} for p in pieces]
+        elif btype == "redacted_thinking":
+            deltas = []  # the block comes whole
         else:
             arg_json = orjson.dumps(block["input"]).decode()
             deltas = [

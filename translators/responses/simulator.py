@@ -8,7 +8,9 @@ proves the gateway sends the whole conversation instead. Deterministic behaviour
   tool's schema; the first tool, or the one ``tool_choice`` names); a conversation that ends with
   ``function_call_output`` items is answered ``"[simulated] tool said: <outputs>"``;
 * a built-in ``web_search`` tool adds a ``web_search_call`` item before the answer;
-* ``reasoning.effort`` adds a ``reasoning`` item (summary text, reasoning tokens);
+* ``reasoning.effort`` adds a ``reasoning`` item (summary text, reasoning tokens), with
+  ``encrypted_content`` when ``include`` asks for ``reasoning.encrypted_content``; encrypted
+  content handed back that it did not issue is refused (``gateway.simulator.reasoning_state``);
 * ``usage.input_tokens_details.cached_tokens`` counts every input item but the last one (as if the
   conversation's prefix were served from a prompt cache);
 * ``max_output_tokens`` cuts the text: status ``incomplete``.
@@ -16,6 +18,8 @@ proves the gateway sends the whole conversation instead. Deterministic behaviour
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import time
 import uuid
 from typing import Any
@@ -25,6 +29,7 @@ import orjson
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
+from gateway.simulator import reasoning_state as rs
 from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint
 from gateway.simulator.toolkit import textgen as tg
 
@@ -40,6 +45,7 @@ class ResponsesSide(SimVendor):
 
 
 SIDE = ResponsesSide()
+_FERNET = b"\x80\x00\x00\x00\x00"  # the vendor's encrypted content is a Fernet token ("gAAAAA...")
 
 
 def _text(content: Any) -> tuple[str, int]:
@@ -83,6 +89,13 @@ class Answer:
         if body.get("previous_response_id"):
             raise BadRequest("previous_response_id: this upstream stores no responses")
         items = _items(body)
+        for item in items:  # as the vendor: encrypted reasoning handed back must be its own
+            state = item.get("encrypted_content")
+            if item.get("type") == "reasoning" and state is not None and not (
+                    isinstance(state, str) and rs.token_valid("encrypted", rs.b64decode_any(state), _FERNET)):
+                raise BadRequest(f"The encrypted content for item {item.get('id')} could not be verified.")
+        include = body.get("include")
+        self.encrypt = isinstance(include, list) and "reasoning.encrypted_content" in include
         lines = [str(body.get("instructions") or "")]
         counts = []
         for item in items:
@@ -148,13 +161,13 @@ class Answer:
     def items(self, text: str | None = None) -> list[Json]:
         out: list[Json] = []
         if self.reasoning:
-            out.append(
-                {
-                    "id": "rs_" + uuid.uuid4().hex,
-                    "type": "reasoning",
-                    "summary": [{"type": "summary_text", "text": "".join(self.reasoning)}],
-                }
-            )
+            summary = "".join(self.reasoning)
+            item: Json = {"id": "rs_" + uuid.uuid4().hex, "type": "reasoning",
+                          "summary": [{"type": "summary_text", "text": summary}]}
+            if self.encrypt:
+                sealed = rs.token("encrypted", _FERNET, hashlib.sha256(summary.encode()).digest())
+                item["encrypted_content"] = base64.urlsafe_b64encode(sealed).decode()
+            out.append(item)
         if self.web_search:
             out.append(
                 {

@@ -2,10 +2,14 @@
 (``x-goog-api-key``, ``?key=`` or bearer), error envelope, and the endpoints generateContent,
 streamGenerateContent, embedContent, batchEmbedContents, countTokens and models under
 ``/v1beta/models`` and ``/v1/models``. ``GET /v1/models/{id}`` is shared with the chat and messages
-sides: this side claims the requests with its credential or a ``:method`` in the path."""
+sides: this side claims the requests with its credential or a ``:method`` in the path. A thinking
+answer carries a ``thoughtSignature`` on its function call, and a signature
+handed back that it did not issue is refused (``gateway.simulator.reasoning_state``)."""
 
 from __future__ import annotations
 
+import base64
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -15,6 +19,7 @@ import orjson
 from aiohttp import web
 
 from gateway.hookspecs import hookimpl
+from gateway.simulator import reasoning_state as rs
 from gateway.simulator.toolkit import (
     BadRequest,
     Ctx,
@@ -199,8 +204,26 @@ def _response(
     return out
 
 
+_THOUGHT_HEAD = b"\x0a\x30"  # the vendor's signatures are protobuf bytes too
+
+
+def thought_signature() -> str:
+    return base64.b64encode(rs.token("thought", _THOUGHT_HEAD, os.urandom(32))).decode()
+
+
+def _check_signatures(body: dict[str, Any]) -> None:
+    """As the vendor: a thought signature handed back must be one it issued, byte for byte."""
+    contents = body.get("contents")
+    for i, c in enumerate(contents if isinstance(contents, list) else []):
+        for j, p in enumerate(_parts(c)):
+            sig = g(p, "thoughtSignature") if isinstance(p, dict) else None
+            if isinstance(sig, str) and not rs.token_valid("thought", rs.b64decode_any(sig), _THOUGHT_HEAD):
+                raise BadRequest(f"* contents[{i}].parts[{j}]: Thought signature is not valid.")
+
+
 async def generate(ctx: Ctx, stream: bool) -> web.StreamResponse:
     body = ctx.body
+    _check_signatures(body)
     prompt = read_prompt(body)
     cfg = g(body, "generationConfig") or {}
     max_tokens = g(cfg, "maxOutputTokens")
@@ -239,6 +262,8 @@ async def generate(ctx: Ctx, stream: bool) -> web.StreamResponse:
             )
         finish, candidates = ("MAX_TOKENS" if gen.finish == "length" else "STOP"), gen.tokens
         chunks += [{"text": p} for p in gen.pieces]
+    if thoughts and fn is not None:  # a thinking answer signs its function call, as the vendor does
+        chunks[-1]["thoughtSignature"] = thought_signature()
     usage = _usage(prompt.tokens, candidates, len(thoughts))
     rid = uuid.uuid4().hex[:22]
     if not stream:
