@@ -274,6 +274,8 @@ class Authenticator:
                     if message.get("type") == "message":
                         self._invalidate()
             except (RedisError, OSError) as exc:
+                if not subscribed.done():  # start need not wait for a Redis that is not there
+                    subscribed.set_result(None)
                 if not told:
                     log.warning("Redis auth channel unavailable (%s); changes are seen by polling the "
                                 "database until it is back", exc)
