@@ -46,13 +46,23 @@ def stop_reason_out(value: str | None) -> str:
     return _STOP_OUT.get(value or "end_turn", "end_turn")
 
 
-def thinking_share(usage: Usage, thinking: str) -> Usage:
+def thinking_share(usage: Usage, thinking: str, visible: str) -> Usage:
     """The protocol counts thinking inside ``output_tokens`` without saying how much of it. When the
-    upstream gave no figure, the thinking text's estimate (never above the output) is that share, so
-    that other families can show it (``reasoning_tokens``, ``thoughtsTokenCount``); the output, the
-    totals and so the charge are unchanged. Redacted thinking has no text to count."""
-    if not usage.reasoning_tokens and thinking:
-        usage.reasoning_tokens = min(estimate_text_tokens(thinking), usage.output_tokens)
+    upstream gave no figure and there was thinking, the share is the output less an estimate of the
+    ``visible`` rest (text, tool calls): the thinking text may be a summary of what was generated
+    and billed, the visible rest is what it is. Should the estimate reach the whole output, the
+    output is split in proportion to the two estimates instead. Other families show the share
+    (``reasoning_tokens``, ``thoughtsTokenCount``); the output, the totals and so the charge stay
+    the upstream's."""
+    output = usage.output_tokens
+    if usage.reasoning_tokens or not thinking or not output:
+        return usage
+    rest = estimate_text_tokens(visible)
+    if rest < output:
+        usage.reasoning_tokens = output - rest
+    else:
+        think = estimate_text_tokens(thinking)
+        usage.reasoning_tokens = min(round(output * think / (think + rest)), output)
     return usage
 
 

@@ -54,6 +54,7 @@ class MessagesStreamDecoder:
         self._usage_seen = False
         self._reported = False
         self._thinking: list[str] = []  # for the thinking share of the output (mapping.thinking_share)
+        self._visible: list[str] = []  # text and tool calls, the rest of the output
         self.error_message: str | None = None  # set by an upstream ``error`` event
 
     @property
@@ -89,7 +90,7 @@ class MessagesStreamDecoder:
         self._reported = True
         usage = usage_in(self._usage)
         assert usage is not None
-        return UsageReport(usage=thinking_share(usage, "".join(self._thinking)))
+        return UsageReport(usage=thinking_share(usage, "".join(self._thinking), "".join(self._visible)))
 
     def _event(self, event: wire.StreamEventView, out: list[StreamEvent]) -> None:
         kind = event.type
@@ -128,10 +129,12 @@ class MessagesStreamDecoder:
         index = self._index[upstream_index] = len(self._index)
         if kind == "tool_call":
             out.append(PartStart(index=index, kind="tool_call", tool_call_id=block.id, tool_name=block.name))
+            self._visible.append(f"{block.name or ''} ")
             # The protocol starts tool_use with ``input: {}`` and streams the JSON; a non-empty
             # input here (some proxies send it whole) is the complete argument text.
             given = bytes(block.input).strip()
             if given not in (b"", b"{}", b"null"):
+                self._visible.append(given.decode())
                 out.append(ToolArgsDelta(index=index, partial_json=given.decode()))
         elif kind == "redacted_thinking":
             out.append(PartStart(index=index, kind="redacted_thinking", data=block.data, origin=PROTOCOL))
@@ -153,9 +156,11 @@ class MessagesStreamDecoder:
         kind = delta.type
         if kind == "text_delta":
             if delta.text:
+                self._visible.append(delta.text)
                 out.append(TextDelta(index=index, text=delta.text))
         elif kind == "input_json_delta":
             if delta.partial_json:
+                self._visible.append(delta.partial_json)
                 out.append(ToolArgsDelta(index=index, partial_json=delta.partial_json))
         elif kind == "thinking_delta":
             if delta.thinking:

@@ -274,9 +274,11 @@ class MessagesAdapter:
         candidate = Candidate(parts=parts, stop_reason=stop_reason_in(message.stop_reason) or "end_turn",
                               stop_sequence=message.stop_sequence)
         thinking = "".join(p.text for p in parts if isinstance(p, ThinkingPart))
+        visible = "".join(p.text if isinstance(p, TextPart) else f"{p.name} {p.arguments}"
+                          for p in parts if isinstance(p, TextPart | ToolCallPart))
+        usage = thinking_share(usage_in(message.usage) or Usage(), thinking, visible)
         return ChatResponse(id=message.id, model=message.model or request.model, created=int(time.time()),
-                            candidates=[candidate], usage=thinking_share(usage_in(message.usage) or Usage(),
-                                                                         thinking))
+                            candidates=[candidate], usage=usage)
 
     def stream_decoder(self, request: ChatRequest, limits: LimitsConfig) -> MessagesStreamDecoder:
         return MessagesStreamDecoder(max_event_bytes=limits.sse_event_bytes)
