@@ -1,25 +1,34 @@
 """The family's two endpoints: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``.
 
-``count_tokens`` is answered offline with the gateway's token estimator (``gateway.tokens``): no
-upstream is called and nothing is charged. The figure is the estimator's deliberate
-over-estimate, not a vendor tokenizer's count. The caller must be allowed the model (401/403/404
-exactly as for ``/v1/messages``); ``max_tokens`` is not required there.
+``count_tokens`` forwards the request to an upstream of the model that speaks this protocol, whose
+exact count is the answer; when none offers one, the gateway's estimator (``gateway.tokens``, a
+deliberate over-estimate) answers instead. ``X-Gateway-Token-Count`` says which
+(``gateway.token_count``); nothing is charged either way. The caller must be allowed the model
+(401/403/404 exactly as for ``/v1/messages``); ``max_tokens`` is not required there.
 """
 
 from __future__ import annotations
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.http import endpoint, get_gateway, json_response, read_json_body
+from gateway.http import endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.offload import off_process
 from gateway.openapi import documented
 from gateway.ratelimit import admit_call
+from gateway.token_count import ESTIMATE, HEADER, UPSTREAM, upstream_count
 from gateway.tokens import estimate_request_tokens
+from gateway.translation import RequestView, UpstreamCall
+from gateway.upstream.pool import Target
+from translators.messages import fastpath
 from translators.messages import request as request_decoder
-from translators.messages.client import MESSAGES
+from translators.messages.client import MESSAGES, beta_header
+from translators.messages.stream_decode import PROTOCOL
 from translators.messages.wire import MessagesRequest
+
+COUNT_PATH = "/v1/messages/count_tokens"
 
 
 @documented("Create a message", request=MessagesRequest, stream=True)
@@ -40,7 +49,26 @@ async def count_tokens(request: Request) -> Response:
     model, tokens = await off_process(request, len(body), _count, body)
     gateway.catalogue.check(principal, model)
     await admit_call(gateway, principal)  # free, but rate-limited like any call
-    return json_response({"input_tokens": tokens})
+    beta, view = beta_header(request.headers), RequestView(model=model)
+
+    def call(target: Target) -> UpstreamCall:  # the client's bytes, as the fast path sends them
+        same = fastpath.fast_request(body, view, target.upstream_model, beta)
+        return msgspec.structs.replace(same, path=COUNT_PATH)
+
+    exact = await upstream_count(gateway.upstreams, model, PROTOCOL, request_id(request), call, _read)
+    return json_response({"input_tokens": tokens if exact is None else exact},
+                         headers={HEADER: ESTIMATE if exact is None else UPSTREAM})
+
+
+class _Counted(msgspec.Struct):
+    input_tokens: int
+
+
+def _read(body: bytes) -> int | None:
+    try:
+        return msgspec.json.decode(body, type=_Counted).input_tokens
+    except msgspec.DecodeError:
+        return None
 
 
 def _count(body: bytes) -> tuple[str, int]:

@@ -8,8 +8,10 @@ unless told to use v1beta) take POST; listing (``GET /v1beta/models[/{model}]``)
 The API key may come in ``x-vendorc-api-key``, ``x-goog-api-key`` or the ``?key=`` query; the
 query is never forwarded upstream nor repeated in an answer (the access log redacts it).
 
-``countTokens`` is answered offline by the gateway's estimator (``gateway.tokens``): no upstream
-call, no charge; the caller must be allowed the model.
+``countTokens`` goes to an upstream of the model that speaks this protocol, whose exact count is
+the answer; when none offers one the gateway's estimator (``gateway.tokens``) answers instead, and
+``X-Gateway-Token-Count`` says which (``gateway.token_count``). No charge; the caller must be
+allowed the model.
 """
 
 from __future__ import annotations
@@ -20,15 +22,20 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.errors import NotFound
-from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body
+from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.offload import off_process
 from gateway.openapi import documented
 from gateway.ratelimit import admit_call
+from gateway.token_count import ESTIMATE, HEADER, UPSTREAM, upstream_count
 from gateway.tokens import estimate_request_tokens
+from gateway.translation import UpstreamCall
+from gateway.upstream.pool import Target
 from translators.v1beta.client import decode_generate_request, model_from_path
 from translators.v1beta.embeddings import EMBED_BATCH, EMBED_ONE
 from translators.v1beta.frontend import V1BETA
 from translators.v1beta.models_list import get_model, list_models
+from translators.v1beta.parts import PROTOCOL
+from translators.v1beta.upstream import model_path
 from translators.v1beta.wire import BatchEmbedContentsRequest, EmbedContentRequest, GenerateContentRequest
 
 GENERATE = ("generateContent", "streamGenerateContent")
@@ -48,7 +55,24 @@ async def _count_tokens(request: Request, model: str) -> Response:
     public, tokens = await off_process(request, len(body), _count, body, model)
     gw.catalogue.check(principal, public)
     await admit_call(gw, principal)  # free, but rate-limited like any call
-    return json_response({"totalTokens": tokens})
+
+    def call(target: Target) -> UpstreamCall:  # the client's bytes, as the fast path sends them
+        return UpstreamCall(path=model_path(target.upstream_model, "countTokens"), body=body)
+
+    exact = await upstream_count(gw.upstreams, public, PROTOCOL, request_id(request), call, _read)
+    return json_response({"totalTokens": tokens if exact is None else exact},
+                         headers={HEADER: ESTIMATE if exact is None else UPSTREAM})
+
+
+class _Counted(msgspec.Struct):
+    totalTokens: int
+
+
+def _read(body: bytes) -> int | None:
+    try:
+        return msgspec.json.decode(body, type=_Counted).totalTokens
+    except msgspec.DecodeError:
+        return None
 
 
 def _count(body: bytes, model: str) -> tuple[str, int]:
