@@ -135,4 +135,5 @@ def test_a_native_upstreams_odd_output_is_read_leniently() -> None:
     client = decode_request(orjson.dumps({"model": "m", "input": "next"}))
     request = to_canonical(client.request, history_items(odd), client.items)
     assert [m.role for m in request.messages] == ["user", "assistant", "user"]
-    assert request.messages[1].parts == [ThinkingPart(text="", signature="enc", origin="responses"), TextPart("said")]
+    assert request.messages[1].parts == [ThinkingPart(text="", signature="enc", origin="responses"),
+                                         TextPart("said")]

@@ -52,7 +52,8 @@ def test_full_request_every_part_kind() -> None:
     model = req.messages[1].parts
     # two streamed thought parts are one thought; the call's signature is its own empty thought
     assert model[0] == ThinkingPart(
-        text="Let me think about the image. It shows one pixel.", signature="c2lnLXRob3VnaHQ=", origin="v1beta"
+        text="Let me think about the image. It shows one pixel.", signature="c2lnLXRob3VnaHQ=",
+        origin="v1beta",
     )
     assert model[1] == ThinkingPart(text="", signature="c2lnLWNhbGw=", origin="v1beta")
     assert model[2] == ToolCallPart(
