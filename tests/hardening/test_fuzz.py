@@ -159,9 +159,10 @@ def test_body_fuzz(tgw: ThreadedGateway, path: str) -> None:
 
 # --- auth fuzz ------------------------------------------------------------------------------------
 
-# Open by design: health, the Prometheus scrape (CONTRACT 6), the OpenAPI document and the console's
-# page and assets (its API calls need a user token).
-PUBLIC = {"/healthz", "/metrics", "/openapi.json", "/console", "/console/", "/console/static/{name}"}
+# Open by design: health and readiness, the Prometheus scrape (CONTRACT 6), the OpenAPI document and
+# the console's page and assets (its API calls need a user token).
+PUBLIC = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/console", "/console/",
+          "/console/static/{name}"}
 SEGMENT = (st.text(alphabet=string.ascii_letters + string.digits + "._-~", max_size=8)
            | st.sampled_from(["%2e", "%2e%2e", "..", ".", "%2f", "%00", ";a=b", "%252e", "//", "%5c", "admin",
                               "sim-chat", "1"]))

@@ -140,8 +140,8 @@ def test_security_follows_each_family_and_the_public_routes(doc: dict[str, Any])
     assert schemes["header.x-goog-api-key"]["in"] == "header"
     assert schemes["query.key"] == {"type": "apiKey", "in": "query", "name": "key"}
     public = {path for path, _, op in _operations(doc) if op.get("security") == []}
-    assert public == {"/healthz", "/metrics", "/console", "/console/", "/console/static/{name}",
-                      "/openapi.json"}
+    assert public == {"/healthz", "/readyz", "/metrics", "/console", "/console/",
+                      "/console/static/{name}", "/openapi.json"}
     assert public == PUBLIC  # what the auth fuzz of test_fuzz lets answer 2xx without a key
     paths = doc["paths"]
     assert paths["/v1/messages"]["post"]["security"] == [{"header.x-api-key": []}, {"bearer": []}]
