@@ -35,6 +35,7 @@ from gateway.canonical import (
 from gateway.errors import GatewayError
 from gateway.records import Outcome
 from gateway.relay_call import CallContext, ClientCall
+from gateway.secrets_scrub import scrub_secrets
 from gateway.tokens import estimate_request_tokens, estimate_text_tokens
 from gateway.translation import UpstreamCall
 from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, upstream_io
@@ -43,6 +44,9 @@ from gateway.upstream.pool import Target
 
 log = logging.getLogger("gateway.relay")
 T = TypeVar("T", bound="StreamTransform")
+# In every family's stream, an error the upstream sends in-band is an object under this key (a
+# model's own text holds it only JSON-escaped), so only such rare chunks are scrubbed.
+_ERROR_KEY = b'"error"'
 # What a translator raises on upstream stream bytes it cannot read (the stream is then cut).
 _UNREADABLE = (GatewayError, ValueError, msgspec.MsgspecError)
 
@@ -152,14 +156,15 @@ class _Fast:
         self.content_type = content_type
 
     def feed(self, chunk: bytes) -> bytes:
-        out = self._stream.feed(chunk)
-        if out:
-            self._relayed.append(out)
-        return out
+        return self._relay(self._stream.feed(chunk))
 
     def close(self) -> bytes:
-        out = self._stream.close()
+        return self._relay(self._stream.close())
+
+    def _relay(self, out: bytes) -> bytes:
         if out:
+            if _ERROR_KEY in out:  # an upstream's in-band error, scrubbed as a relayed 4xx is
+                out = scrub_secrets(out.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
             self._relayed.append(out)
         return out
 

@@ -63,6 +63,8 @@ class Echo:
             return web.json_response(error, status=400)
         if model.startswith("errbody"):
             return web.json_response(error)
+        if model.startswith("streamerr"):
+            return await self.stream_with_error(request, model, said)
         if "v1beta" in request.path:
             return web.json_response({"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]},
                                                       "finishReason": "STOP"}],
@@ -75,6 +77,33 @@ class Echo:
                                   "choices": [{"index": 0, "finish_reason": "stop",
                                                "message": {"role": "assistant", "content": "hi"}}],
                                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+    async def stream_with_error(self, request: web.Request, model: str, said: str) -> web.StreamResponse:
+        """A stream in the upstream's own format: some output, then an in-band error quoting the
+        credentials (relayed byte for byte to a client of the same format: the fast path)."""
+        if "v1beta" in request.path:
+            first = {"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}}]}
+            events = [b"data: " + orjson.dumps(first) + b"\n\n",
+                      b"data: " + orjson.dumps({"error": {"code": 500, "message": said,
+                                                           "status": "INTERNAL"}}) + b"\n\n"]
+        elif request.path.endswith("/messages"):
+            start = {"type": "message_start", "message": {
+                "id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
+                "stop_reason": None, "usage": {"input_tokens": 1, "output_tokens": 0}}}
+            events = [b"event: message_start\ndata: " + orjson.dumps(start) + b"\n\n",
+                      b"event: error\ndata: " + orjson.dumps({"type": "error", "error": {
+                          "type": "overloaded_error", "message": said}}) + b"\n\n"]
+        else:
+            chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": model,
+                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]}
+            events = [b"data: " + orjson.dumps(chunk) + b"\n\n",
+                      b"data: " + orjson.dumps({"error": {"message": said, "type": "server_error"}})
+                      + b"\n\n"]
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for event in events:
+            await response.write(event)
+        return response
 
     async def submit(self, request: web.Request) -> web.Response:
         prompt = str((await request.json()).get("prompt", ""))
@@ -120,7 +149,8 @@ async def test_relayed_upstream_errors_hold_no_secret(
     upstreams: list[dict[str, Any]] = [
         {"name": f"echo-{protocol}", "protocol": protocol, "base_url": base, "api_key": key,
          "headers": {"X-Org-Token": header_secret},
-         "models": {f"{kind}-{protocol}": f"{kind}-{protocol}" for kind in ("echo400", "errbody")}}
+         "models": {f"{kind}-{protocol}": f"{kind}-{protocol}"
+                    for kind in ("echo400", "errbody", "streamerr")}}
         for protocol, key in keys.items()]
     # Never called: only its secrets, quoted back by the echo, must not get through either.
     upstreams.append({"name": "elsewhere", "protocol": "chat", "api_key": other_key, "models": [],
@@ -140,6 +170,12 @@ async def test_relayed_upstream_errors_hold_no_secret(
         calls.append(("/v1/messages", {"model": f"echo400-{protocol}", "max_tokens": 5, "messages": hello},
                       anthropic, 400))
         calls.append((f"/v1beta/models/echo400-{protocol}:generateContent", gemini, {}, 400))
+    # A same-format stream (the fast path relays its bytes) whose upstream sends an in-band error.
+    calls.append(("/v1/chat/completions", {"model": "streamerr-chat", "messages": hello, "stream": True},
+                  {}, 200))
+    calls.append(("/v1/messages", {"model": "streamerr-messages", "max_tokens": 5, "messages": hello,
+                                   "stream": True}, anthropic, 200))
+    calls.append(("/v1beta/models/streamerr-v1beta:streamGenerateContent?alt=sse", gemini, {}, 200))
     # A 200 whose body is an error (read by the chat translator): the client gets a 502.
     calls.append(("/v1/messages", {"model": "errbody-chat", "max_tokens": 5, "messages": hello},
                   anthropic, 502))
