@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import msgspec
 
 from gateway.records import RequestLog
+from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
 
 log = logging.getLogger(__name__)
@@ -211,6 +212,8 @@ class GroupReserve:
         results: list[bool | BaseException]
         try:
             results = list(await self._write(all_in_one))
+        except StorageUnavailable as exc:  # one by one would only fail as many times (logged once)
+            results = [exc] * len(batch)
         except Exception as exc:
             if len(batch) > 1 and not isinstance(exc, NoFit):
                 log.warning("group reserve of %d failed (%s); retrying one by one", len(batch), exc)
