@@ -57,6 +57,13 @@ def unseal(value: str) -> Sealed | None:
         return None
 
 
+def holds_sealed(body: bytes) -> bool:
+    """Whether a client's request may hold sealed state (a conversation moved from a model of
+    another format): a same-format upstream must then get the translated request, which restores
+    or leaves out each piece, not the client's bytes. The prefix reads the same in both alphabets."""
+    return SEALED_PREFIX.encode() in body
+
+
 def state_of(part: ThinkingPart) -> str | None:
     """The opaque state a part carries, as issued (its redacted data or its signature)."""
     return (part.data if part.redacted else part.signature) or None

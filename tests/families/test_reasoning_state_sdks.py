@@ -256,3 +256,43 @@ async def test_responses_client(env: Any, model: str) -> None:
     thought = next(s.text for i in reasoning for s in i.summary if s.text)
     await check_upstream(env, model, thought, [issued(s) for s in states])
     await oa.close()
+
+
+# --- a conversation that moves to a model of the client's own format ----------------------------------
+
+async def test_moved_conversation_reaches_a_same_format_upstream(env: Any) -> None:
+    """Sealed state in the history (from a model of another format) never reaches a same-format
+    upstream as sealed bytes: the gateway translates that request, so each upstream gets only its own."""
+    ac = anthropic.AsyncAnthropic(base_url=env.base_url, api_key=env.key, max_retries=0)
+    params: dict[str, Any] = {
+        "max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "tools": [{"name": "get_weather", "description": "weather", "input_schema": SCHEMA}]}
+    messages: list[Any] = [{"role": "user", "content": "Weather in Oslo?"}]
+    first = await ac.messages.create(**params, model="sim-gemini", messages=messages)
+    (call,) = [b for b in first.content if b.type == "tool_use"]
+    assert any(b.type == "thinking" and unseal(b.signature) for b in first.content)
+    result = {"type": "tool_result", "tool_use_id": call.id, "content": "sunny"}
+    messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+                 {"role": "user", "content": [result]}]
+    second = await ac.messages.create(**params, model="sim-claude", messages=messages)  # refused if sealed
+    assert "sunny" in "".join(b.text for b in second.content if b.type == "text")
+    sent = await upstream_request(env, "messages")
+    assert "AGd3cnMx" not in str(sent)
+    await ac.close()
+
+    client = genai.Client(api_key=env.key,
+                          http_options=types.HttpOptions(base_url=env.base_url, api_version="v1beta"))
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=[types.FunctionDeclaration(
+            name="get_weather", description="weather", parameters_json_schema=SCHEMA)])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        thinking_config=types.ThinkingConfig(thinking_budget=1024, include_thoughts=True))
+    contents: list[types.Content] = [types.Content(role="user", parts=[types.Part(text="Weather in Oslo?")])]
+    r = await client.aio.models.generate_content(model="sim-claude", contents=contents, config=config)
+    assert r.candidates and r.candidates[0].content
+    contents += [r.candidates[0].content, types.Content(role="user", parts=[
+        types.Part.from_function_response(name="get_weather", response={"result": "sunny"})])]
+    again = await client.aio.models.generate_content(model="sim-gemini", contents=contents, config=config)
+    assert "sunny" in (again.text or "")
+    assert "thoughtSignature" not in str(await upstream_request(env, "v1beta"))
+    await client.aio.aclose()

@@ -12,10 +12,12 @@ from starlette.datastructures import Headers
 
 from gateway.canonical import ChatRequest, ChatResponse, Usage
 from gateway.config import LimitsConfig
+from gateway.reasoning_state import holds_sealed
 from gateway.relay_call import ClientCall
 from gateway.translation import RequestView, UpstreamCall
 from translators.messages import fastpath, request, response
 from translators.messages.stream_encode import MessagesStreamEncoder
+from translators.messages.upstream import MessagesAdapter
 
 BETA_HEADERS = ("anthropic-beta", "vendorb-beta")
 
@@ -46,6 +48,8 @@ class MessagesFrontend:
     # --- same-format fast path -------------------------------------------------------------------
 
     def fast_request(self, call: ClientCall) -> UpstreamCall:
+        if holds_sealed(call.body):  # another format's reasoning state: see gateway.reasoning_state
+            return MessagesAdapter().build_request(call.canonical(), call.upstream_model or call.view.model)
         return fastpath.fast_request(call.body, call.view, call.upstream_model or call.view.model,
                                      beta_header(call.headers))
 

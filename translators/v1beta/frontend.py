@@ -12,6 +12,7 @@ import msgspec
 
 from gateway.canonical import ChatRequest, ChatResponse, Usage
 from gateway.config import LimitsConfig
+from gateway.reasoning_state import holds_sealed
 from gateway.relay_call import ClientCall
 from gateway.tokens import body_token_bound
 from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
@@ -22,7 +23,7 @@ from translators.v1beta.fastpath import GeminiFastStream, restore_model_version,
 from translators.v1beta.mapping import finish_reason, usage_to_wire
 from translators.v1beta.parts import to_wire
 from translators.v1beta.stream_encode import GeminiStreamEncoder
-from translators.v1beta.upstream import model_path
+from translators.v1beta.upstream import build_body, model_path
 
 
 def encode_response(response: ChatResponse, request: ChatRequest) -> bytes:
@@ -89,10 +90,13 @@ class V1betaFrontend:
 
     def fast_request(self, call: ClientCall) -> UpstreamCall:
         upstream_model = call.upstream_model or call.view.model
+        body = call.body
+        if holds_sealed(body):  # another format's reasoning state: see gateway.reasoning_state
+            body = msgspec.json.encode(build_body(call.canonical()))
         if not call.view.stream:
-            return UpstreamCall(path=model_path(upstream_model, "generateContent"), body=call.body)
+            return UpstreamCall(path=model_path(upstream_model, "generateContent"), body=body)
         method = "streamGenerateContent?alt=sse" if _sse(call) else "streamGenerateContent"
-        return UpstreamCall(path=model_path(upstream_model, method), body=call.body)
+        return UpstreamCall(path=model_path(upstream_model, method), body=body)
 
     def fast_usage(self, body: bytes) -> Usage | None:
         return usage_of(body)
