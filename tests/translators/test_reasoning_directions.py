@@ -218,3 +218,22 @@ def test_usage_in_every_client_format(protocol: str) -> None:
                                          + gemini["thoughtsTokenCount"])
     claude = json.loads(encode_messages(answer, REQUEST))["usage"]
     assert claude["output_tokens"] == usage.output_tokens  # thinking included, as the protocol counts
+
+
+def test_google_genai_accepts_any_foreign_signature() -> None:
+    """A message-protocol signature need not be base64 (proxies and other vendors send any
+    string): google-genai, which validates thoughtSignature as base64 bytes, still reads the
+    answer, and the signature comes back to its upstream unchanged."""
+    from google.genai import types
+
+    body = json.loads((ROOT / SAMPLES["messages"][False]).read_bytes())
+    body["content"][0]["signature"] = "sig_01:not base64 at all!"
+    answer = ADAPTERS["messages"].decode_response(json.dumps(body).encode(), REQUEST)
+    parsed = types.GenerateContentResponse.model_validate_json(encode_v1beta(answer, REQUEST))
+    assert parsed.candidates and parsed.candidates[0].content and parsed.candidates[0].content.parts
+    parts = [p.model_dump(mode="json", by_alias=True, exclude_none=True)
+             for p in parsed.candidates[0].content.parts]
+    turn, call = {"role": "model", "parts": parts}, "get_weather"
+    sent = sent_state("messages", v1beta_request(turn, call))
+    assert sent["thinking"] == [("I should call the weather tool.", "sig_01:not base64 at all!")]
+    assert sent["redacted"] == ["EmwKAhgBEgy3va3pzix"]
