@@ -36,6 +36,7 @@ QUIET = {"access_log": False, "level": "WARNING"}
 DATABASE_DOWN = "the database unavailable"
 BALANCE_USD = 10
 STREAM_TOKENS = 200  # x 30 ms: streams that outlast the outage
+CEILING_USD = 0.0012  # a key's spending ceiling: about 75 of these calls, spent across the fault
 
 
 def _config(make_config: MakeConfig, simulator: SimulatorHandle, dsn: str, redis: RedisServer) -> Any:
@@ -61,8 +62,12 @@ async def _through_a_fault(fleet: Fleet, fault: str, cluster: PostgresCluster) -
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         user = await fleet.admin(session, "POST", "/admin/users", {"name": "chaos", "quota_usd": BALANCE_USD})
         key = (await fleet.admin(session, "POST", "/admin/keys", {"user_id": user["id"]}))["key"]
+        ceiling = await fleet.admin(session, "POST", "/admin/keys",
+                                    {"user_id": user["id"], "name": "ceiling", "quota_usd": CEILING_USD})
         done = asyncio.Event()
         load = asyncio.create_task(keep_calling(session, fleet, key, done, workers=3, tokens=4))
+        capped = asyncio.create_task(keep_calling(session, fleet, ceiling["key"], done, workers=1, tokens=4,
+                                                  pause_s=0.05))
         streams = [asyncio.create_task(call(session, fleet, i % 2, key, stream=True, tokens=STREAM_TOKENS))
                    for i in range(6)]
         await asyncio.sleep(1.0)
@@ -82,14 +87,32 @@ async def _through_a_fault(fleet: Fleet, fault: str, cluster: PostgresCluster) -
         await asyncio.sleep(OUTAGE_S)
         assert [(await fleet.readyz(session, r))[0] for r in (0, 1)] == [200, 200]
         done.set()
-        loaded = await load
+        loaded, on_ceiling = await load, await capped
         streamed = list(await asyncio.gather(*streams))
     # The replicas still run: their quota leases go back once idle, nothing stays held.
     idle_since = time.monotonic()
     while held := await _held(fleet):
         assert time.monotonic() - idle_since < 5.0, f"still held after the fault, replicas idle: {held}"
         await asyncio.sleep(0.1)
-    return {"user": user, "loaded": loaded, "streamed": streamed, "began": began, "back": back}
+    return {"user": user, "loaded": loaded, "streamed": streamed, "began": began, "back": back,
+            "ceiling": ceiling, "on_ceiling": on_ceiling}
+
+
+async def _check_ceiling(dsn: str, run: dict[str, Any]) -> dict[str, int]:
+    """The key with a spending ceiling ran out across the fault and never went past it."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        row = await conn.fetchrow("SELECT quota_nano, spent_nano, reserved_nano FROM api_keys WHERE id = $1",
+                                  run["ceiling"]["id"])
+    finally:
+        await conn.close()
+    assert row is not None and row["reserved_nano"] == 0
+    assert 0 < row["spent_nano"] <= row["quota_nano"], dict(row)
+    calls: list[Call] = run["on_ceiling"]
+    assert set(tally(calls)) <= {"200", "403 insufficient_quota", "503 service_unavailable"}, tally(calls)
+    assert tally(calls).get("403 insufficient_quota", 0) > 0, tally(calls)  # its room ran short
+    return {"served": sum(c.status == 200 for c in calls), "spent_nano": int(row["spent_nano"]),
+            "quota_nano": int(row["quota_nano"])}
 
 
 async def _held(fleet: Fleet) -> list[str]:
@@ -130,8 +153,9 @@ async def test_database_stopped_longer_than_stale_after(
     assert all(c.retry_after for c in phases["during"] if c.status == 503)
     late = [c for c in phases["after"] if c.ended > run["back"] + 1.5]
     assert late and tally(late) == {"200": len(late)}, tally(late)
-    calls = [*run["loaded"], *run["streamed"]]
+    calls = [*run["loaded"], *run["streamed"], *run["on_ceiling"]]
     assert not any(c.status >= 500 and c.code != "service_unavailable" for c in calls), tally(calls)
+    ceiling = await _check_ceiling(chaos_dsn, run)
     assert await _crash_releases(chaos_dsn) == []  # no replica swept a live one
     money = await check_money(chaos_dsn, run["user"]["id"], BALANCE_USD * 10**9, calls, fleet)
     for replica in (0, 1):
@@ -140,7 +164,7 @@ async def test_database_stopped_longer_than_stale_after(
         assert text.count(DATABASE_DOWN) == 1, text[-3000:]
     print(f"database stopped {OUTAGE_S}s (stale_after_s 2): before {tally(phases['before'])}, "
           f"during {tally(phases['during'])}, after {tally(phases['after'])}, streams across it "
-          f"{tally(run['streamed'])}; money {money}")
+          f"{tally(run['streamed'])}; ceiling key {tally(run['on_ceiling'])} {ceiling}; money {money}")
 
 
 async def test_database_hung_longer_than_stale_after(
@@ -160,10 +184,12 @@ async def test_database_hung_longer_than_stale_after(
     assert tally(run["streamed"]) == {"200": 6}
     # A hung database answers late, not never: calls wait for it (within the connect timeout).
     assert tally(calls) == {"200": len(calls)}, tally(calls)
+    ceiling = await _check_ceiling(chaos_dsn, run)
+    calls += run["on_ceiling"]
     assert await _crash_releases(chaos_dsn) == []
     money = await check_money(chaos_dsn, run["user"]["id"], BALANCE_USD * 10**9, calls, fleet)
     for replica in (0, 1):
         assert TRACEBACK not in fleet.log_text(replica), fleet.log_text(replica)[-3000:]
     print(f"database hung {OUTAGE_S}s (stale_after_s 2): before {tally(phases['before'])}, "
           f"during {tally(phases['during'])}, after {tally(phases['after'])}, streams across it "
-          f"{tally(run['streamed'])}; money {money}")
+          f"{tally(run['streamed'])}; ceiling key {tally(run['on_ceiling'])} {ceiling}; money {money}")
