@@ -37,8 +37,10 @@ class Outage:
                       error or "no answer", self._consequence)
         return True
 
-    def answered(self) -> None:
-        if self.down_since is None:
+    def answered(self, began: float) -> None:
+        """A call begun at ``began`` (``time.monotonic()``) succeeded. One begun before the outage
+        was noted says nothing about now (it may have been answered just before the cut)."""
+        if self.down_since is None or began < self.down_since:
             return
         now = time.monotonic()
         self._log.warning("%s is back after %.1fs", self.service, now - self.down_since)

@@ -272,13 +272,14 @@ class RedisBackend:
 
         if self._skip():
             return self._policy()
+        began = time.monotonic()
         try:
             answer = await self._check(keys=self._keys(ident),
                                        args=[limits.rpm or 0, limits.tpm or 0, WINDOW_S])
         except (RedisError, OSError) as exc:
             self._failed(exc)
             return self._policy()
-        self.outage.answered()
+        self.outage.answered(began)
         allowed, used_r, used_t, wait_ms, reset_r, reset_t = (int(v) for v in answer)
         wait_s = wait_ms / 1000 if not allowed else 0.0
         return _verdict(limits, wait_s, 0.0, used_r, used_t, reset_r / 1000, reset_t / 1000)
@@ -289,23 +290,25 @@ class RedisBackend:
 
         if self._skip():
             return
+        began = time.monotonic()
         try:
             await self._add(keys=self._keys(ident)[1:], args=[tokens, WINDOW_S])
         except (RedisError, OSError) as exc:
             self._failed(exc)
             return
-        self.outage.answered()
+        self.outage.answered(began)
 
     async def ping(self) -> None:
         """Raise when Redis does not answer (``/readyz``); the outage state follows."""
         from redis.exceptions import RedisError
 
+        began = time.monotonic()
         try:
             await self._client.ping()
         except (RedisError, OSError) as exc:
             self._failed(exc)
             raise
-        self.outage.answered()
+        self.outage.answered(began)
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -153,10 +154,11 @@ class PostgresStorage(SqlAdmin):
 
     async def _write(self, fn: Callable[[m.Tx], Awaitable[T]]) -> T:
         for attempt in range(_RETRIES):
+            began = time.monotonic()
             try:
                 async with self._acquire() as conn, conn.transaction():
                     result = await fn(_Tx(conn))
-                self.outage.answered()
+                self.outage.answered(began)
                 return result
             except StorageUnavailable:
                 raise
@@ -184,6 +186,7 @@ class PostgresStorage(SqlAdmin):
 
     @contextlib.asynccontextmanager
     async def _reachable(self) -> AsyncIterator[None]:
+        began = time.monotonic()
         try:
             yield
         except StorageUnavailable:
@@ -192,7 +195,7 @@ class PostgresStorage(SqlAdmin):
             if unreachable(exc):
                 raise self._unavailable(exc) from exc
             raise
-        self.outage.answered()
+        self.outage.answered(began)
 
     async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         """A single-statement read, tried once more on a fresh connection when the first met a

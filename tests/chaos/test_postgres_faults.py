@@ -28,7 +28,7 @@ from tests.chaos.services import PostgresCluster, RedisServer
 if TYPE_CHECKING:
     from tests.conftest import MakeConfig, SimulatorHandle
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = pytest.mark.slow  # its own PostgreSQL and Redis: not the machine's services
 
 METERING = {"heartbeat_s": 0.5, "stale_after_s": 2.0}
 OUTAGE_S = 3.5  # longer than stale_after_s: a sweep counting it would take the peer for dead

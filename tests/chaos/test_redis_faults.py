@@ -28,7 +28,7 @@ from tests.chaos.services import RedisServer
 if TYPE_CHECKING:
     from tests.conftest import MakeConfig
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = pytest.mark.slow  # its own PostgreSQL and Redis: not the machine's services
 
 FAST_METERING = {"heartbeat_s": 0.5, "stale_after_s": 2.0}
 QUIET = {"access_log": False, "level": "WARNING"}
