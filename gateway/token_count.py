@@ -1,4 +1,4 @@
-"""Token counting endpoints (``/v1/messages/count_tokens``, v1beta ``:countTokens``): the exact
+"""Token counting endpoints (each family routes its own to ``count_tokens`` here): the exact
 figure from an upstream of the client's own format when one of the model's upstreams offers it,
 the offline estimate (``gateway.tokens``) otherwise. Either way nothing is charged, and the answer
 says which in ``X-Gateway-Token-Count: upstream | estimate``.
