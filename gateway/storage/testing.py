@@ -80,6 +80,22 @@ async def drop_database(dsn: str) -> None:
         await conn.close()
 
 
+async def fresh_database(prefix: str) -> AsyncIterator[str]:
+    """The body of a fixture giving a test a database of its own, dropped after it: skipped when no
+    server answers, a failure when ``CI=true``. Use as ``async for dsn in fresh_database(...)``
+    inside an async generator fixture (``yield dsn``)."""
+    error = await postgres_error()
+    if error is not None:
+        if postgres_required():
+            pytest.fail(f"CI=true but PostgreSQL is unreachable: {error}")
+        pytest.skip(f"PostgreSQL is not reachable: {error}")
+    dsn = await create_database(prefix)
+    try:
+        yield dsn
+    finally:
+        await drop_database(dsn)
+
+
 async def create_schema(database_dsn: str, prefix: str = "t") -> str:
     """A new schema in the database; returns a DSN whose connections use it (``search_path``)."""
     name = f"{prefix}_{secrets.token_hex(6)}"

@@ -131,12 +131,15 @@ async def test_a_body_over_the_element_limit_is_refused_in_each_family(
 async def test_large_count_tokens_bodies_are_counted_in_the_body_process(
         gateway_server: StartGateway, make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     gw = await user_and_key(await gateway_server(make_config()))
-    body = orjson.dumps(_messages("sim-claude", 40_000))
+    # A model with no upstream of the message protocol: the count is the gateway's own estimate
+    # (a same-format upstream would be asked for its exact figure instead).
+    body = orjson.dumps(_messages("sim-chat", 40_000))
     assert len(body) > INLINE_BYTES
     expected = count_messages_body(body)[1]
     headers = {"x-api-key": gw.key, "anthropic-version": "2023-06-01", "Content-Type": "application/json"}
     reply = await gw.request("POST", "/v1/messages/count_tokens", data=io.BytesIO(body), headers=headers)
     assert reply.status == 200 and orjson.loads(reply.body) == {"input_tokens": expected}
+    assert reply.headers["X-Gateway-Token-Count"] == "estimate"
     process = gw.app.state.body_work_budget.process
     assert process._process is not None and process._process.returncode is None  # it did the work
     # A body process that cannot start: the count is made here instead, the same.

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-import pytest
 import pytest_asyncio
 
-from gateway.storage.testing import create_database, drop_database, postgres_error, postgres_required
+from gateway.storage.testing import fresh_database
 
 from .helpers import Account, fault_config, new_account
 
@@ -32,11 +31,5 @@ async def account(fault_gw: GatewayHandle) -> Account:
 async def fresh_pg_database() -> AsyncIterator[str]:
     """DSN of a PostgreSQL database created for the test and dropped after it; skipped when no
     server answers, unless ``CI=true`` (then it fails)."""
-    error = await postgres_error()
-    if error is not None:
-        if postgres_required():
-            pytest.fail(f"CI=true but PostgreSQL is unreachable: {error}")
-        pytest.skip(f"PostgreSQL is not reachable: {error}")
-    dsn = await create_database("gw_money")
-    yield dsn
-    await drop_database(dsn)
+    async for dsn in fresh_database("gw_money"):
+        yield dsn

@@ -11,12 +11,10 @@ import pytest
 import pytest_asyncio
 
 from gateway.storage.testing import (
-    create_database,
     database_url,
-    drop_database,
+    fresh_database,
     new_principal,
     pg_database,
-    postgres_error,
     postgres_required,
     storage,
 )
@@ -30,14 +28,8 @@ REDIS_URL = "redis://127.0.0.1:6379/13"  # keys are named by key hash and expire
 async def pg_dsn() -> AsyncIterator[str]:
     """A fresh PostgreSQL database for the test, dropped after it (request it before any gateway
     fixture so that the gateways stop first)."""
-    error = await postgres_error()
-    if error is not None:
-        if postgres_required():
-            pytest.fail(f"CI=true but PostgreSQL is unreachable: {error}")
-        pytest.skip(f"PostgreSQL is not reachable: {error}")
-    dsn = await create_database("gw_ratelimit")
-    yield dsn
-    await drop_database(dsn)
+    async for dsn in fresh_database("gw_ratelimit"):
+        yield dsn
 
 
 @pytest_asyncio.fixture

@@ -42,7 +42,7 @@ from gateway.metering.audit import run_audit
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.migrations import load_migrations
-from gateway.storage.testing import create_database, drop_database, postgres_error, postgres_required
+from gateway.storage.testing import fresh_database, postgres_required
 from tests.diagnostics import dump_database_activity
 from tests.serving import free_port, spawn, stop, wait_healthy
 
@@ -62,14 +62,8 @@ METERING = {"heartbeat_s": 0.5, "stale_after_s": 2.0}
 async def pg_dsn() -> AsyncIterator[str]:
     """A fresh PostgreSQL database for the test, dropped after it (request it before any gateway
     fixture so that the gateways stop first)."""
-    error = await postgres_error()
-    if error is not None:
-        if postgres_required():
-            pytest.fail(f"CI=true but PostgreSQL is unreachable: {error}")
-        pytest.skip(f"PostgreSQL is not reachable: {error}")
-    dsn = await create_database("gw_replicas")
-    yield dsn
-    await drop_database(dsn)
+    async for dsn in fresh_database("gw_replicas"):
+        yield dsn
 
 
 async def _redis_error() -> str | None:

@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from gateway.auth import Authenticator
 from gateway.metering.audit import run_audit
-from gateway.storage.testing import create_database, drop_database, postgres_error, postgres_required
+from gateway.storage.testing import fresh_database
 
 if TYPE_CHECKING:
     from tests.conftest import MakeConfig, StartGateway
@@ -25,14 +25,8 @@ pytestmark = pytest.mark.postgres
 
 @pytest_asyncio.fixture
 async def pg_dsn() -> AsyncIterator[str]:
-    error = await postgres_error()
-    if error is not None:
-        if postgres_required():
-            pytest.fail(f"CI=true but PostgreSQL is unreachable: {error}")
-        pytest.skip(f"PostgreSQL is not reachable: {error}")
-    dsn = await create_database("gw_user_changes")
-    yield dsn
-    await drop_database(dsn)
+    async for dsn in fresh_database("gw_user_changes"):
+        yield dsn
 
 
 async def _chat(client: openai.AsyncOpenAI) -> None:
