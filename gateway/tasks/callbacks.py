@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 import msgspec
 
+from gateway.config import LimitsConfig
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import TaskCallback
 from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination, is_address
@@ -53,16 +54,22 @@ DELIVERED = Delivery(True)
 class CallbackSender:
     """The HTTP side: one client whose resolver refuses non-public addresses."""
 
-    def __init__(self, guard: CallbackGuard, *, timeout_s: float = 5.0) -> None:
+    def __init__(self, guard: CallbackGuard, *, timeout_s: float = 5.0,
+                 limits: LimitsConfig | None = None) -> None:
         self.guard = guard
         self.timeout_s = timeout_s
+        self._limits = limits or LimitsConfig()
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.guard), use_dns_cache=False,
                                          limit=64, force_close=True)
-        self._session = aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent",),
-                                              timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        limits = self._limits  # what any answer may make the gateway hold, as for upstreams
+        self._session = aiohttp.ClientSession(
+            connector=connector, skip_auto_headers=("User-Agent",), trust_env=False,
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
+            max_line_size=limits.upstream_header_bytes, max_field_size=limits.upstream_header_bytes,
+            max_headers=limits.upstream_header_count)
 
     async def stop(self) -> None:
         if self._session is not None:

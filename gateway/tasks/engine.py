@@ -105,7 +105,7 @@ class TaskEngine:
         self.lease_s = lease_s  # how long a claimed task is this process's to poll
         self.refresh_timeout_s = refresh_timeout_s
         self.guard = CallbackGuard(self.settings.callback_allowlist)
-        self.sender = CallbackSender(self.guard)
+        self.sender = CallbackSender(self.guard, limits=gateway.config.limits)
         self.http = TaskHttp(gateway.upstreams, lambda: self.sender.session, self.guard)
         self.outbox = CallbackOutbox(gateway.storage, self.sender, gateway.instance_id)
         self._poller: Poller | None = None
