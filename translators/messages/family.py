@@ -16,8 +16,8 @@ from gateway.families import BEARER, CredentialPlace, bearer_token, native_type
 
 PATH_PREFIX = "/v1/messages"
 KEY_HEADER = "x-api-key"
-# The vendor's own spelling first; the SDK's spelling is accepted alike.
-VERSION_HEADERS = ("vendorb-version", "anthropic-version")
+# The SDK's spelling first: errors name it; the other spelling is accepted alike.
+VERSION_HEADERS = ("anthropic-version", "vendorb-version")
 _VERSION_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -36,8 +36,8 @@ class MessagesFamily:
         """A date-form version header is required (any date: SDKs move on)."""
         version = request.headers.get(VERSION_HEADERS[0]) or request.headers.get(VERSION_HEADERS[1])
         if version is None:
-            raise InvalidRequest(f"The {VERSION_HEADERS[0]} (or {VERSION_HEADERS[1]}) header is required, "
-                                 "e.g. 2023-06-01.", param=VERSION_HEADERS[0])
+            raise InvalidRequest(f"The {VERSION_HEADERS[0]} header is required, e.g. 2023-06-01.",
+                                 param=VERSION_HEADERS[0])
         if not _is_date(version):
             raise InvalidRequest(f"The {VERSION_HEADERS[0]} header must be a date such as 2023-06-01.",
                                  param=VERSION_HEADERS[0])

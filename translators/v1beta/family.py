@@ -13,7 +13,7 @@ from gateway.config import LimitsConfig
 from gateway.errors import GatewayError
 from gateway.families import BEARER, CredentialPlace, bearer_token
 
-KEY_HEADERS = ("x-vendorc-api-key", "x-goog-api-key")
+KEY_HEADERS = ("x-goog-api-key", "x-vendorc-api-key")  # the first is named in errors
 KEY_QUERY = "key"
 PATH_PREFIX = "/v1beta"
 # google-genai calls ``/v1/models/{model}:{method}`` by default; a colon then a method name in the
