@@ -87,41 +87,60 @@ class Destination:
 class UpstreamAnswer:
     """One answer: status and headers, then its body read whole (``read``, within the body limit)
     or as it arrives (``readany``). ``release`` or ``close`` end it (an answer not read to its end
-    drops its connection, which is what stops an upstream still generating)."""
+    drops its connection, which is what stops an upstream still generating).
 
-    __slots__ = ("_body_limit", "_expired", "_idle_s", "_loop", "_response", "_timer", "_waiting_since",
-                 "headers", "status")
+    Its two deadlines, a read waiting past ``idle_s`` and the attempt running past its end
+    (``total_s`` from the call), share one timer for the answer's life, checked when it fires:
+    aiohttp's own total timeout would wrap every read of the body in a timer context (a task
+    lookup per chunk of a stream)."""
 
-    def __init__(self, response: aiohttp.ClientResponse, idle_s: float, body_limit: int) -> None:
+    __slots__ = ("_body_limit", "_ends_at", "_expired", "_idle_s", "_loop", "_response", "_timer",
+                 "_waiting_since", "headers", "status")
+
+    def __init__(self, response: aiohttp.ClientResponse, idle_s: float, body_limit: int,
+                 ends_at: float) -> None:
         self._response = response
         self.status = response.status
         self.headers: CIMultiDictProxy[str] = response.headers
         self._idle_s = idle_s
         self._body_limit = body_limit
         self._loop = asyncio.get_running_loop()
+        self._ends_at = ends_at  # loop time at which the attempt is over, read or not
         self._waiting_since: float | None = None
-        self._expired = False
-        # One timer for the answer's life, checked when it fires, instead of one per read.
-        self._timer: asyncio.TimerHandle | None = self._loop.call_later(idle_s, self._check_idle)
+        self._expired = ""  # why the answer was cut: its deadline's words
+        self._timer: asyncio.TimerHandle | None = None
+        self._arm(self._loop.time())
 
-    def _check_idle(self) -> None:
+    def _arm(self, now: float) -> None:
         since = self._waiting_since
-        waited = 0.0 if since is None else self._loop.time() - since
-        if waited >= self._idle_s:
-            self._expired = True
-            self._timer = None
-            self._response.close()  # the pending read ends; ``readany`` turns it into a timeout
-            return
-        self._timer = self._loop.call_later(self._idle_s - waited, self._check_idle)
+        next_idle = (now if since is None else since) + self._idle_s
+        self._timer = self._loop.call_at(min(next_idle, self._ends_at), self._check)
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        since = self._waiting_since
+        if now >= self._ends_at:
+            self._expire("the attempt ran past its total time")
+        elif since is not None and now - since >= self._idle_s:
+            self._expire("the upstream went silent")
+        else:
+            self._arm(now)
+
+    def _expire(self, why: str) -> None:
+        self._expired = why
+        self._timer = None
+        self._response.close()  # a pending read ends; ``readany`` turns it into a timeout
 
     async def readany(self) -> bytes:
         """What has arrived since the last read (waiting up to the idle timeout); b"" at the end."""
+        if self._expired:
+            raise TimeoutError(self._expired)
         self._waiting_since = self._loop.time()
         try:
             return await self._response.content.readany()
         except aiohttp.ClientError:
             if self._expired:
-                raise TimeoutError("the upstream went silent") from None
+                raise TimeoutError(self._expired) from None
             raise
         finally:
             self._waiting_since = None
@@ -160,7 +179,7 @@ class UpstreamClient:
     def __init__(self, limits: LimitsConfig) -> None:
         self._limits = limits
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(limit=0, limit_per_host=self._limits.upstream_connections_per_host,
@@ -185,26 +204,26 @@ class UpstreamClient:
         return self._session
 
     def timeout(self, timeouts: UpstreamTimeouts) -> aiohttp.ClientTimeout:
-        """aiohttp's timeout of one attempt: connect and total (the head and idle deadlines are
-        the caller's and ``UpstreamAnswer``'s); made once per set of timeouts."""
-        key = (timeouts.connect_s, timeouts.total_s)
-        found = self._timeouts.get(key)
+        """aiohttp's timeout of one attempt: connecting only (the head's deadline is the caller's,
+        the idle and total ones ``UpstreamAnswer``'s); made once per connect timeout."""
+        found = self._timeouts.get(timeouts.connect_s)
         if found is None:
-            found = self._timeouts[key] = aiohttp.ClientTimeout(total=timeouts.total_s,
-                                                                 sock_connect=timeouts.connect_s)
+            found = self._timeouts[timeouts.connect_s] = aiohttp.ClientTimeout(
+                total=None, sock_connect=timeouts.connect_s)
         return found
 
     async def request(self, method: str, destination: Destination, headers: dict[str, str],
                       body: Body | None, timeouts: UpstreamTimeouts,
                       on_sent: Callable[[], None] | None = None) -> UpstreamAnswer:
         """Send one request and return once the answer's head has come, within ``connect_s +
-        first_byte_s`` (else ``TimeoutError``). ``on_sent`` runs as the request leaves: work that
-        can overlap the upstream's."""
+        first_byte_s`` and within ``total_s`` (else ``TimeoutError``). ``on_sent`` runs as the
+        request leaves: work that can overlap the upstream's."""
         session = self.session
         if on_sent is not None:
             on_sent()
-        async with asyncio.timeout(timeouts.connect_s + timeouts.first_byte_s):
+        ends_at = asyncio.get_running_loop().time() + timeouts.total_s
+        async with asyncio.timeout(min(timeouts.connect_s + timeouts.first_byte_s, timeouts.total_s)):
             response = await session.request(method, destination.url, data=body_payload(body),
                                              headers=headers, allow_redirects=False,
                                              timeout=self.timeout(timeouts))
-        return UpstreamAnswer(response, timeouts.idle_s, self._limits.upstream_body_bytes)
+        return UpstreamAnswer(response, timeouts.idle_s, self._limits.upstream_body_bytes, ends_at)
