@@ -8,7 +8,7 @@ stateless singletons that read and write it, so one frontend object serves every
 
 ``CallContext`` is created once a caller is authenticated and the model checked; ``finish`` writes
 its one request-log row and settles (or releases) its reservation exactly once, whatever the
-outcome. The charge for each outcome follows the README's terminal-state policy:
+outcome. The charge for each outcome follows the terminal-state policy of docs/money.md:
 
 * ``success`` / ``usage_estimated``: the usage, as reported or estimated offline;
 * ``client_disconnect`` / ``upstream_cut``: what was generated before the stream ended;

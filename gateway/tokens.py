@@ -7,7 +7,7 @@ No tokenizer can be downloaded at run time. Two different questions get two diff
   common tokenizers (byte-level BPE: OpenAI's and Anthropic's; SentencePiece with byte fallback:
   Gemini's, Llama's) covers at least one UTF-8 byte, so the UTF-8 length of the text is an upper
   bound whatever the script: CJK, emoji, runs of one character, code, digits. A reservation is
-  the worst case; the charge is what the upstream reports (README "Money").
+  the worst case; the charge is what the upstream reports (docs/money.md).
 * ``estimate_*``: a realistic figure for a bill when the upstream reports nothing: one token per
   word or punctuation mark, or per four ASCII characters, whichever is more, plus one per
   non-ASCII character (about what BPE vocabularies give CJK). Estimates are flagged

@@ -8,7 +8,7 @@ scrape: plugins/metrics_share.py):
 * ``gateway_upstream_errors_total{upstream, outcome}``: upstream failures and cut streams
 * ``gateway_tokens_total{model, kind}``: prompt / completion tokens served
 * ``gateway_uncharged_requests_total``, ``gateway_uncharged_usd_total``: served cost that could
-  not be charged (balance or key ceiling exhausted; README "Money")
+  not be charged (balance or key ceiling exhausted; docs/money.md)
 * every HTTP request, requests in flight, spend by model and group, time to first token, upstream
   health: ``plugins.metrics_ops``
 * ``gateway_soft_limit_reached_total{scope}``: soft limits crossed (``gateway_soft_limit_reached``;

@@ -1,7 +1,7 @@
 """Property 6: upstream faults. An upstream that hangs, resets mid-stream, sends malformed JSON or
 SSE, answers 200 with an error body, or answers with a huge body: the client gets a clean error in
 its own envelope (a 502/504 before any output, an in-band error event after), is charged per the
-README's table ("What each ending is charged": nothing before output, what was generated after a
+docs/money.md's table ("What each ending is charged": nothing before output, what was generated after a
 cut), and the gateway keeps serving.
 
 The faulty upstream is a small aiohttp server of this test; the fault is picked by the upstream
@@ -124,7 +124,7 @@ async def test_upstream_faults_are_clean_errors(fgw: GatewayHandle, kind: str) -
     charged = 0
     for row in faults:
         if row["outcome"] == "upstream_cut":
-            assert row["is_stream"], row  # a cut stream is charged what was read (README)
+            assert row["is_stream"], row  # a cut stream is charged what was read (docs/money.md)
             charged += row.get("charge_nano", 0)
         else:
             assert row["outcome"] == "upstream_error", row

@@ -60,7 +60,7 @@ async def test_hundred_concurrent_calls_ten_fit(storage: Storage, new_principal:
 
 async def test_finish_charges_actual_cost_and_reports(storage: Storage, new_principal: NewPrincipal,
                                                       meters) -> None:
-    """Above the reservation, the excess is taken from the balance (README "Money")."""
+    """Above the reservation, the excess is taken from the balance (docs/money.md)."""
     seen: list[RequestLog] = []
     p = await new_principal(balance_nano=10_000)
     meter = meters(on_finished=seen.append)

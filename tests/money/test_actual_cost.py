@@ -1,4 +1,4 @@
-"""A served call is charged what its upstream reports, even above the reservation (README "Money").
+"""A served call is charged what its upstream reports, even above the reservation (docs/money.md).
 
 The ``inflate`` models reach the simulator with the fault ``inflate40``: every token count it
 reports is 40 times its own, far above any estimate the gateway can make (input and output:

@@ -1,4 +1,4 @@
-"""The terminal-state charging policy (README, "Money"), case by case through HTTP against the
+"""The terminal-state charging policy (docs/money.md), case by case through HTTP against the
 simulator; outcomes are read back through ``/api/log/self`` with the user token."""
 
 from __future__ import annotations
