@@ -50,7 +50,7 @@ from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
 from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, Submitted, TaskFamily
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination
 from gateway.tasks.upstream import TaskHttp
-from gateway.upstream.attempt import UpstreamFailure
+from gateway.upstream.attempt import Failover, UpstreamFailure
 from gateway.upstream.pool import Target
 
 if TYPE_CHECKING:
@@ -246,18 +246,26 @@ class TaskEngine:
         pool = self.gateway.upstreams
         tries = max(self.gateway.config.routing.max_attempts, 1)
         last: UpstreamFailure | None = None
-        for n in range(tries):
-            candidate = candidates[n % len(candidates)]
+        failover = Failover(pool)
+        names = [c.target.name for c in candidates]
+        made = 0
+        for _ in range(tries):
+            index = failover.next(names)
+            if index is None:
+                break
+            candidate = candidates[index]
+            await failover.back_off(candidate.target.name)
+            made += 1
             try:
                 submitted = await send(candidate)
             except UpstreamFailure as failure:
-                pool.mark_failure(candidate.target.name)
+                failover.failed(candidate.target.name, failure)
                 last = failure
                 continue
             pool.mark_success(candidate.target.name)
             return candidate, submitted
         reason = last.reason if last else "no upstream available"
-        raise UpstreamError(f"The upstream failed after {tries} attempt(s): {reason}.")
+        raise UpstreamError(f"The upstream failed after {made} attempt(s): {reason}.")
 
     async def _reload(self, task_id: str) -> TaskRecord:
         task = await self.gateway.storage.get_task(task_id)

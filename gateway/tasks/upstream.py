@@ -28,7 +28,7 @@ from gateway.secrets_scrub import scrub_secrets
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address
-from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, upstream_io
+from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, retry_after_s, upstream_io
 from gateway.upstream.client import USER_AGENT, AnswerTooLarge, Destination, body_payload
 from gateway.upstream.pool import UpstreamPool
 
@@ -128,8 +128,9 @@ class TaskHttp:
                                                       allow_redirects=False) as resp:
                     data = await _read_within(resp, body_limit)
                     status = resp.status
-        if status in (401, 429) or status >= 500 or 300 <= status < 400:
-            raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status)
+                    retry_after = retry_after_s(resp.headers.get("Retry-After")) if status == 429 else None
+        if status in (401, 403, 429) or status >= 500 or 300 <= status < 400:
+            raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status, retry_after)
         return TaskReply(status, data)
 
     async def open(self, upstream: UpstreamConfig, path: str, *, request_id: str = "",

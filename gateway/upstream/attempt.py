@@ -18,9 +18,11 @@ is a failed attempt: a text upstream is called at its configured URL only.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
@@ -43,6 +45,13 @@ log = logging.getLogger("gateway.upstream")
 
 REQUEST_ID_HEADER = "X-Service-Request-Id"
 _REASON_MAX = 200  # characters of a client error's own text kept in a failure's reason
+# Statuses after which an upstream is not asked again within the same call: it refused the
+# gateway's own credential or permission (401, 403: an operator's problem, never relayed, since
+# vendors echo parts of the key), or asked for a pause (429, whose Retry-After is its cool-down).
+_NOT_AGAIN_THIS_CALL = frozenset({401, 403, 429})
+RETRY_AFTER_MAX_S = 3600.0  # a longer Retry-After is taken as this
+BACKOFF_FIRST_S = 0.25  # the wait before asking an upstream that already failed this call again
+BACKOFF_MAX_S = 2.0
 
 Reader = Callable[["Target", UpstreamAnswer], Awaitable[T]]
 
@@ -55,11 +64,13 @@ class UpstreamFailure(Exception):
     the operator's warning line is written: the upstream's name, what happened, and the request
     (from the request's scope, ``gateway.observe``; "-" for background work such as task polls)."""
 
-    def __init__(self, upstream: str, reason: str, status: int | None = None) -> None:
+    def __init__(self, upstream: str, reason: str, status: int | None = None,
+                 retry_after_s: float | None = None) -> None:
         super().__init__(f"{upstream}: {reason}")
         self.upstream = upstream
         self.reason = reason
         self.status = status
+        self.retry_after_s = retry_after_s  # a 429's Retry-After: how long the upstream asked for
         log.warning("upstream %s failed: %s (request %s)", upstream, reason, current_request_id() or "-")
 
 
@@ -107,9 +118,8 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall, 
     """Send one request and wait for the response headers (first byte), within the upstream's
     connect and first-byte timeouts; later reads are bounded by its idle timeout. Retryable
     failures raise UpstreamFailure: connection errors, timeouts, an answer over a limit, a 1xx or
-    3xx answer, 429, 5xx, and 401 (the upstream refuses the gateway's own credential: an operator's
-    problem, never relayed, since vendors echo parts of the key in that message). A 2xx or other
-    4xx response is returned open (the caller releases it). ``on_sent``: called as the request
+    3xx answer, 5xx, and 401, 403, 429 (``_NOT_AGAIN_THIS_CALL``). A 2xx or other 4xx response is
+    returned open (the caller releases it). ``on_sent``: called as the request
     leaves (``UpstreamClient.request``)."""
     upstream = target.upstream
     destination = pool.destination(upstream, call.path, target.upstream_model)
@@ -122,7 +132,8 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall, 
     if status < 200 or 300 <= status < 400:
         response.close()  # not an answer to this call: never followed, never read
         raise UpstreamFailure(upstream.name, f"answered HTTP {status}, not a final answer", status)
-    if status in (401, 429) or status >= 500:
+    if status in _NOT_AGAIN_THIS_CALL or status >= 500:
+        retry_after = retry_after_s(response.headers.get("Retry-After")) if status == 429 else None
         try:
             with upstream_io(upstream.name, "reading an error answer"):
                 await response.read()
@@ -130,8 +141,26 @@ async def open_response(pool: UpstreamPool, target: Target, call: UpstreamCall, 
             pass  # it failed anyway; the status says why
         finally:
             response.release()
-        raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status)
+        raise UpstreamFailure(upstream.name, f"answered HTTP {status}", status, retry_after)
     return response
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A Retry-After header's wait in seconds (a number of seconds or an HTTP date), at most
+    ``RETRY_AFTER_MAX_S``; None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value.strip())
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = when.timestamp() - time.time()
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX_S)
 
 
 async def relay_error(pool: UpstreamPool, target: Target, response: UpstreamAnswer) -> GatewayError:
@@ -191,23 +220,64 @@ async def send(ctx: CallContext, target: Target, call: UpstreamCall, read: Reade
     return result
 
 
+class Failover:
+    """The failover policy of one call across its candidates (the text relay's ``attempt`` and the
+    task engine's submissions): an upstream that answered 401, 403 or 429 is not asked again within
+    the call (a 429 cools it down for its Retry-After, the others for ``routing.cooldown_s``); one
+    that failed otherwise (connect error, timeout, 5xx, a broken answer) may be asked again once the
+    others had their turn, after a backoff that doubles from ``BACKOFF_FIRST_S``."""
+
+    __slots__ = ("_barred", "_failed", "_pool", "_position")
+
+    def __init__(self, pool: UpstreamPool) -> None:
+        self._pool = pool
+        self._failed: dict[str, int] = {}  # upstream -> its failures within this call
+        self._barred: set[str] = set()  # upstreams not to ask again within this call
+        self._position = 0
+
+    def next(self, names: Sequence[str]) -> int | None:
+        """The index of the next candidate to ask (in order, wrapping around), None if none may."""
+        for offset in range(len(names)):
+            index = (self._position + offset) % len(names)
+            if names[index] not in self._barred:
+                self._position = index + 1
+                return index
+        return None
+
+    async def back_off(self, name: str) -> None:
+        """Before asking ``name`` again: a pause growing with its failures within this call."""
+        if times := self._failed.get(name, 0):
+            await asyncio.sleep(min(BACKOFF_FIRST_S * 2 ** (times - 1), BACKOFF_MAX_S))
+
+    def failed(self, name: str, failure: UpstreamFailure) -> None:
+        self._pool.mark_failure(name, cool_s=failure.retry_after_s)
+        self._failed[name] = self._failed.get(name, 0) + 1
+        if failure.status in _NOT_AGAIN_THIS_CALL:
+            self._barred.add(name)
+
+
 async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Target], UpstreamCall],
                   read: Reader[T]) -> tuple[Target, T]:
-    """Try the targets in order (wrapping around) for up to ``routing.max_attempts`` tries; only
-    UpstreamFailure moves on to the next one. Returns the target that answered and what ``read``
-    made of its answer."""
+    """Try the targets in order for up to ``routing.max_attempts`` tries, as ``Failover`` allows;
+    only UpstreamFailure moves on. Returns the target that answered and what ``read`` made of its
+    answer."""
     pool = ctx.gateway.upstreams
-    max_attempts = ctx.gateway.config.routing.max_attempts
+    failover = Failover(pool)
+    names = [t.name for t in targets]
     last: UpstreamFailure | None = None
-    for n in range(max(max_attempts, 1)):
-        target = targets[n % len(targets)]
+    for _ in range(max(ctx.gateway.config.routing.max_attempts, 1)):
+        index = failover.next(names)
+        if index is None:
+            break
+        target = targets[index]
+        await failover.back_off(target.name)
         ctx.attempts += 1
         ctx.upstream = target.name
         started = time.monotonic()
         try:
             result = await send(ctx, target, build(target), read)
         except UpstreamFailure as failure:
-            pool.mark_failure(target.name)
+            failover.failed(target.name, failure)
             last = failure
             continue
         pool.mark_success(target.name, latency_ms=(time.monotonic() - started) * 1000)

@@ -123,12 +123,14 @@ class UpstreamPool:
             out.append(pool.pop(pick))
         return out
 
-    def mark_failure(self, name: str, latency_ms: float | None = None) -> None:
+    def mark_failure(self, name: str, latency_ms: float | None = None, cool_s: float | None = None) -> None:
+        """A failed attempt: ``name`` cools down for ``cool_s`` (a 429's Retry-After), else for
+        ``routing.cooldown_s``."""
         now = time.monotonic()
         if self._cool_until.get(name, 0.0) <= now:
             self.cooldowns_total[name] += 1
         self.failures_total[name] += 1
-        self._cool_until[name] = now + self._config.routing.cooldown_s
+        self._cool_until[name] = now + (self._config.routing.cooldown_s if cool_s is None else cool_s)
         self.health.record(name, False, latency_ms)
 
     def mark_success(self, name: str, latency_ms: float | None = None) -> None:
