@@ -50,8 +50,14 @@ async def test_serve_applies_head_deadline_and_size(server: str, tmp_path: Path)
             silent = asyncio.create_task(cut_after(base, b"", 4 * HEAD_S))
         # A head still arriving past the limit (h11, uvicorn's and hypercorn's parser, checks the
         # size only of a head it has not all received).
-        large = await raw_http(base, SLOW_HEAD + b"a" * 2 * HEAD_BYTES)
-        assert split_response(large)[0] == TOO_LARGE[server], large[:200]
+        try:
+            large = await raw_http(base, SLOW_HEAD + b"a" * 2 * HEAD_BYTES)
+        except ConnectionResetError:
+            # Stock uvicorn closes at once with the client's bytes unread (no lingering close):
+            # the kernel's reset can overtake its 400. Refused all the same; granian lingers.
+            assert server != "granian"
+        else:
+            assert split_response(large)[0] == TOO_LARGE[server], large[:200]
         if deadline:
             for elapsed, received in [await slow_head, await silent]:
                 assert 0.8 * HEAD_S < elapsed < 3 * HEAD_S, (elapsed, received)
