@@ -41,8 +41,14 @@ async def test_heads_are_bounded_and_bodies_are_not(server: str) -> None:
     try:
         before = len(PATHS)
         # A head still arriving past the limit (h11 checks only a head it has not all received).
-        refused = await raw_http(base, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 2 * HEAD_BYTES)
-        assert split_response(refused)[0] == TOO_LARGE[server], refused[:200]
+        try:
+            refused = await raw_http(base, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 2 * HEAD_BYTES)
+        except ConnectionResetError:
+            # Stock uvicorn closes at once with the client's bytes unread (no lingering close):
+            # the kernel's reset can overtake its 400. Refused all the same; granian lingers.
+            assert server == "uvicorn"
+        else:
+            assert split_response(refused)[0] == TOO_LARGE[server], refused[:200]
         assert len(PATHS) == before
 
         host, port = base.removeprefix("http://").split(":")
