@@ -42,7 +42,8 @@ async def test_heads_are_bounded_and_bodies_are_not(server: str) -> None:
         before = len(PATHS)
         # A head still arriving past the limit (h11 checks only a head it has not all received).
         try:
-            refused = await raw_http(base, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 2 * HEAD_BYTES)
+            big_head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 2 * HEAD_BYTES
+            refused = await raw_http(base, big_head)
         except ConnectionResetError:
             # Stock uvicorn closes at once with the client's bytes unread (no lingering close):
             # the kernel's reset can overtake its 400. Refused all the same; granian lingers.
