@@ -121,9 +121,10 @@ class TaskHttp:
         if timeout_s is not None:
             limit = min(limit, timeout_s)
         body_limit = self._pool.limits.upstream_body_bytes
+        payload = body_payload(body, headers)
         with upstream_io(upstream.name, f"on {method} {path.split('?', 1)[0]}"):
             async with asyncio.timeout(limit):
-                async with self._pool.session.request(method, url, data=body_payload(body), headers=headers,
+                async with self._pool.session.request(method, url, data=payload, headers=headers,
                                                       timeout=self._timeout(upstream),
                                                       allow_redirects=False) as resp:
                     data = await _read_within(resp, body_limit)

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
-from collections.abc import AsyncIterable, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
 from urllib.parse import unquote
 
 import aiohttp
@@ -39,14 +38,25 @@ __all__ = ["AnswerTooLarge", "Destination", "UpstreamAnswer", "UpstreamClient", 
 
 KEEPALIVE_S = 60.0  # an idle pooled connection older than this is closed instead of reused
 USER_AGENT = "model-gateway/0.1"
-# aiohttp writes a bytes body in one piece (and warns past 1 MB: it may hold the event loop); a file
-# object is sent in chunks. Video submissions carry inline media of up to 200 MB.
+# aiohttp writes a bytes body in one piece (and warns past 1 MB: it may hold the event loop). A large
+# one goes a piece at a time instead, with its length announced: not as a BytesIO, whose size
+# aiohttp reads through getbuffer(), which copies the whole body out of the bytes it shared.
 _LARGE_BODY = 1024 * 1024
+_PIECE = 256 * 1024
 
 
-def body_payload(body: Body | None) -> Body | io.BytesIO | None:
-    """What aiohttp is given to send: a large bytes body as a file object, sent in pieces."""
-    return io.BytesIO(body) if isinstance(body, bytes) and len(body) > _LARGE_BODY else body
+def body_payload(body: Body | None, headers: dict[str, str]) -> Body | None:
+    """What aiohttp is given to send (``headers`` gets the Content-Length of a large body)."""
+    if isinstance(body, bytes) and len(body) > _LARGE_BODY:
+        headers["Content-Length"] = str(len(body))
+        return _pieces(body)
+    return body
+
+
+async def _pieces(body: bytes) -> AsyncIterator[bytes]:
+    view = memoryview(body)
+    for start in range(0, len(view), _PIECE):
+        yield bytes(view[start:start + _PIECE])
 
 
 class UpstreamConnectionError(Exception):
@@ -221,9 +231,10 @@ class UpstreamClient:
         session = self.session
         if on_sent is not None:
             on_sent()
+        payload = body_payload(body, headers)
         ends_at = asyncio.get_running_loop().time() + timeouts.total_s
         async with asyncio.timeout(min(timeouts.connect_s + timeouts.first_byte_s, timeouts.total_s)):
-            response = await session.request(method, destination.url, data=body_payload(body),
+            response = await session.request(method, destination.url, data=payload,
                                              headers=headers, allow_redirects=False,
                                              timeout=self.timeout(timeouts))
         return UpstreamAnswer(response, timeouts.idle_s, self._limits.upstream_body_bytes, ends_at)
