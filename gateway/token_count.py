@@ -14,7 +14,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from starlette.responses import Response
+
 from gateway.errors import UpstreamError
+from gateway.http import json_response
 from gateway.translation import UpstreamCall
 from gateway.upstream.attempt import UpstreamFailure, open_response, read_body
 from gateway.upstream.pool import Target, UpstreamPool
@@ -24,6 +27,13 @@ log = logging.getLogger("gateway.token_count")
 HEADER = "X-Gateway-Token-Count"
 UPSTREAM = "upstream"
 ESTIMATE = "estimate"
+
+
+def count_answer(field: str, estimate: int, exact: int | None) -> Response:
+    """The family's count answer (``{field: n}``): the upstream's exact figure when there is one,
+    else the estimate, and the header saying which."""
+    return json_response({field: estimate if exact is None else exact},
+                         headers={HEADER: ESTIMATE if exact is None else UPSTREAM})
 
 
 async def upstream_count(pool: UpstreamPool, model: str, family: str, request_id: str,

@@ -31,6 +31,7 @@ from gateway.config import LimitsConfig
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import TaskCallback
 from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination, is_address
+from gateway.upstream.client import head_limits
 
 if TYPE_CHECKING:
     from gateway.storage.base import Storage
@@ -64,12 +65,9 @@ class CallbackSender:
     async def start(self) -> None:
         connector = aiohttp.TCPConnector(resolver=GuardedResolver(self.guard), use_dns_cache=False,
                                          limit=64, force_close=True)
-        limits = self._limits  # what any answer may make the gateway hold, as for upstreams
         self._session = aiohttp.ClientSession(
             connector=connector, skip_auto_headers=("User-Agent",), trust_env=False,
-            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
-            max_line_size=limits.upstream_header_bytes, max_field_size=limits.upstream_header_bytes,
-            max_headers=limits.upstream_header_count)
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s), **head_limits(self._limits))
 
     async def stop(self) -> None:
         if self._session is not None:

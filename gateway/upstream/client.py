@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Mapping
+from typing import TypedDict
 from urllib.parse import unquote
 
 import aiohttp
@@ -183,6 +184,19 @@ class UpstreamAnswer:
             self._timer = None
 
 
+class HeadLimits(TypedDict):
+    max_line_size: int
+    max_field_size: int
+    max_headers: int
+
+
+def head_limits(limits: LimitsConfig) -> HeadLimits:
+    """aiohttp's bounds on an answer's head, from ``limits.upstream_header_*``: every session the
+    gateway opens reads answers under them."""
+    return HeadLimits(max_line_size=limits.upstream_header_bytes, max_field_size=limits.upstream_header_bytes,
+                      max_headers=limits.upstream_header_count)
+
+
 class UpstreamClient:
     """The pooled session and the one way a call is sent (``request``)."""
 
@@ -198,9 +212,7 @@ class UpstreamClient:
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=aiohttp.ClientTimeout(total=None),
             # Only what an upstream needs: the gateway sends its own User-Agent with each call.
-            skip_auto_headers=("User-Agent", "Accept"), trust_env=False,
-            max_line_size=limits.upstream_header_bytes, max_field_size=limits.upstream_header_bytes,
-            max_headers=limits.upstream_header_count)
+            skip_auto_headers=("User-Agent", "Accept"), trust_env=False, **head_limits(limits))
 
     async def stop(self) -> None:
         if self._session is not None:

@@ -124,6 +124,25 @@ async def _held(fleet: Fleet) -> list[str]:
         await conn.close()
 
 
+async def _fleet_through_a_fault(kind: str, pg_cluster: PostgresCluster, chaos_dsn: str,
+                                 own_redis: RedisServer, make_config: MakeConfig,
+                                 simulator: SimulatorHandle, tmp_path: Path) -> tuple[Fleet, dict[str, Any]]:
+    """Two replicas under load through one fault of the database (``_through_a_fault``), the
+    database running again and both replicas stopped cleanly at the end."""
+    own_redis.start()
+    fleet = Fleet(_config(make_config, simulator, chaos_dsn, own_redis), tmp_path)
+    await fleet.start()
+    try:
+        run = await _through_a_fault(fleet, kind, pg_cluster)
+    finally:
+        pg_cluster.resume()
+        if not pg_cluster.running():
+            pg_cluster.start()
+        codes = await fleet.stop()
+    assert codes == [0, 0]
+    return fleet, run
+
+
 def _phases(run: dict[str, Any]) -> dict[str, list[Call]]:
     loaded: list[Call] = run["loaded"]
     began, back = run["began"], run["back"]
@@ -135,17 +154,8 @@ def _phases(run: dict[str, Any]) -> dict[str, list[Call]]:
 async def test_database_stopped_longer_than_stale_after(
         pg_cluster: PostgresCluster, chaos_dsn: str, own_redis: RedisServer, make_config: MakeConfig,
         simulator: SimulatorHandle, tmp_path: Path) -> None:
-    own_redis.start()
-    fleet = Fleet(_config(make_config, simulator, chaos_dsn, own_redis), tmp_path)
-    await fleet.start()
-    try:
-        run = await _through_a_fault(fleet, "stop", pg_cluster)
-    finally:
-        pg_cluster.resume()
-        if not pg_cluster.running():
-            pg_cluster.start()
-        codes = await fleet.stop()
-    assert codes == [0, 0]
+    fleet, run = await _fleet_through_a_fault("stop", pg_cluster, chaos_dsn, own_redis, make_config,
+                                              simulator, tmp_path)
     phases = _phases(run)
     assert tally(run["streamed"]) == {"200": 6}  # in flight across the outage: answered in full
     assert set(tally(phases["during"])) <= {"200", "503 service_unavailable"}, tally(phases["during"])
@@ -170,15 +180,8 @@ async def test_database_stopped_longer_than_stale_after(
 async def test_database_hung_longer_than_stale_after(
         pg_cluster: PostgresCluster, chaos_dsn: str, own_redis: RedisServer, make_config: MakeConfig,
         simulator: SimulatorHandle, tmp_path: Path) -> None:
-    own_redis.start()
-    fleet = Fleet(_config(make_config, simulator, chaos_dsn, own_redis), tmp_path)
-    await fleet.start()
-    try:
-        run = await _through_a_fault(fleet, "hang", pg_cluster)
-    finally:
-        pg_cluster.resume()
-        codes = await fleet.stop()
-    assert codes == [0, 0]
+    fleet, run = await _fleet_through_a_fault("hang", pg_cluster, chaos_dsn, own_redis, make_config,
+                                              simulator, tmp_path)
     phases = _phases(run)
     calls = [*run["loaded"], *run["streamed"]]
     assert tally(run["streamed"]) == {"200": 6}

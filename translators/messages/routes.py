@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.http import endpoint, get_gateway, json_response, read_json_body, request_id
+from gateway.http import endpoint, get_gateway, read_json_body, request_id
 from gateway.offload import off_process
 from gateway.openapi import documented
 from gateway.ratelimit import admit_call
-from gateway.token_count import ESTIMATE, HEADER, UPSTREAM, upstream_count
+from gateway.token_count import count_answer, upstream_count
 from gateway.tokens import estimate_request_tokens
 from gateway.translation import RequestView, UpstreamCall
 from gateway.upstream.pool import Target
@@ -56,8 +56,7 @@ async def count_tokens(request: Request) -> Response:
         return msgspec.structs.replace(same, path=COUNT_PATH)
 
     exact = await upstream_count(gateway.upstreams, model, PROTOCOL, request_id(request), call, _read)
-    return json_response({"input_tokens": tokens if exact is None else exact},
-                         headers={HEADER: ESTIMATE if exact is None else UPSTREAM})
+    return count_answer("input_tokens", tokens, exact)
 
 
 class _Counted(msgspec.Struct):

@@ -22,11 +22,11 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.errors import NotFound
-from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
+from gateway.http import decode_body, endpoint, get_gateway, read_json_body, request_id
 from gateway.offload import off_process
 from gateway.openapi import documented
 from gateway.ratelimit import admit_call
-from gateway.token_count import ESTIMATE, HEADER, UPSTREAM, upstream_count
+from gateway.token_count import count_answer, upstream_count
 from gateway.tokens import estimate_request_tokens
 from gateway.translation import UpstreamCall
 from gateway.upstream.pool import Target
@@ -60,8 +60,7 @@ async def _count_tokens(request: Request, model: str) -> Response:
         return UpstreamCall(path=model_path(target.upstream_model, "countTokens"), body=body)
 
     exact = await upstream_count(gw.upstreams, public, PROTOCOL, request_id(request), call, _read)
-    return json_response({"totalTokens": tokens if exact is None else exact},
-                         headers={HEADER: ESTIMATE if exact is None else UPSTREAM})
+    return count_answer("totalTokens", tokens, exact)
 
 
 class _Counted(msgspec.Struct):
