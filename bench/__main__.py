@@ -25,7 +25,7 @@ import aiohttp
 from bench import compare, https_upstream, measure, procs, report, slow_streams, wrk
 from bench.measure import Target
 from bench.scenarios import PACED, Scenario, all_scenarios
-from gateway.servers import DEFAULT_SERVER
+from gateway.server.servers import DEFAULT_SERVER
 
 ADMIN_KEY = "bench-admin-key"
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -22,7 +22,7 @@ from bench import measure, procs
 from bench.__main__ import ADMIN_KEY, _make_key
 from bench.measure import Target
 from bench.scenarios import PACED, all_scenarios
-from gateway.servers import DEFAULT_SERVER
+from gateway.server.servers import DEFAULT_SERVER
 
 
 def _start_gateway_from(tree: Path, config: Path, port: int, server: str,

@@ -2,7 +2,7 @@
 
 It forwards any POST to the same path on ``BENCH_FLOOR_UPSTREAM`` and relays the answer, streamed
 as it arrives. Whatever the gateway costs above this, on the same server, is the gateway's own.
-Served by ``gateway.servers`` exactly as the gateway is: ``python -m bench.floor SERVER PORT``.
+Served by ``gateway.server.servers`` exactly as the gateway is: ``python -m bench.floor SERVER PORT``.
 """
 
 from __future__ import annotations
@@ -52,6 +52,6 @@ def app() -> Starlette:
 
 
 if __name__ == "__main__":
-    from gateway import servers
+    from gateway.server import servers
 
     sys.exit(servers.run(sys.argv[1], "bench.floor:app", servers.Listen("127.0.0.1", int(sys.argv[2]))))

@@ -30,9 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from gateway.metering.meter import Meter
-from gateway.records import KeyRecord, Principal, RequestLog
-from gateway.servers import event_loop_factory
+from gateway.accounts.metering.meter import Meter
+from gateway.accounts.records import KeyRecord, Principal, RequestLog
+from gateway.server.servers import event_loop_factory
 from gateway.storage import open_storage
 
 PAUSE_S = 0.001

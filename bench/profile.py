@@ -27,7 +27,7 @@ from bench import procs, wrk
 from bench.__main__ import ADMIN_KEY, _make_key
 from bench.measure import Target, request_of
 from bench.scenarios import all_scenarios
-from gateway.servers import DEFAULT_SERVER
+from gateway.server.servers import DEFAULT_SERVER
 
 
 def _serving_pid(pid: int) -> int:

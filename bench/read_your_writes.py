@@ -22,8 +22,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from gateway.metering.meter import Meter
-from gateway.records import KeyRecord, Principal
+from gateway.accounts.metering.meter import Meter
+from gateway.accounts.records import KeyRecord, Principal
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.testing import sample_log

@@ -1,6 +1,6 @@
 """``make bench-servers``: the floor and the gateway on every supported ASGI server, one server after
 the other in one run (same-format chat, plain at concurrency 1 and 16, streamed at 16), written to
-``bench/results/servers.md``: what each costs. The default server (gateway.servers.DEFAULT_SERVER,
+``bench/results/servers.md``: what each costs. The default server (gateway.server.servers.DEFAULT_SERVER,
 granian) is chosen for what it enforces stock (a request-head size limit and deadline), not for
 speed; a server whose optional extra is not installed is left out."""
 
@@ -17,7 +17,7 @@ from bench import measure, procs
 from bench.__main__ import ADMIN_KEY, RESULTS, _make_key
 from bench.measure import Figures, Target
 from bench.scenarios import all_scenarios
-from gateway.servers import DEFAULT_SERVER, SERVERS, not_installed
+from gateway.server.servers import DEFAULT_SERVER, SERVERS, not_installed
 
 
 def main() -> int:

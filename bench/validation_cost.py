@@ -18,7 +18,7 @@ from collections.abc import Callable
 import msgspec
 import orjson
 
-from gateway.tokens import body_token_bound
+from gateway.relay.tokens import body_token_bound
 from translators.chat import wire as chat_wire
 from translators.chat.frontend import CHAT
 from translators.messages import wire as messages_wire

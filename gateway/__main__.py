@@ -1,5 +1,5 @@
 """``python -m gateway`` is the ``gateway`` command."""
 
-from gateway.cli import main
+from gateway.cli.main import main
 
 raise SystemExit(main())

@@ -1,6 +1,6 @@
 """Account endpoints (spec 4.13, CONTRACT 4b): balance, usage and the request log of the caller.
 
-Two credentials, never interchangeable (``gateway.auth``):
+Two credentials, never interchangeable (``gateway.accounts.auth``):
 
 * API key (``sk-...``): ``GET /v1/dashboard/billing/subscription`` and
   ``GET /v1/dashboard/billing/usage``, the OpenAI-style views of the calling key;
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from gateway.context import Gateway
-from gateway.hookspecs import hookimpl
+from gateway.hooks.specs import hookimpl
+from gateway.runtime.context import Gateway
 from plugins.account_views import billing_subscription, billing_usage, log_self, user_self
 
 

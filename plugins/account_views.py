@@ -19,11 +19,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import InvalidApiKey, InvalidRequest
-from gateway.families import DEFAULT_FAMILY
-from gateway.http import endpoint, get_gateway, json_response
-from gateway.money import NANO_PER_USD, nano_to_usd, ratio_of
-from gateway.records import KeyRecord, RequestLog, UserRecord
+from gateway.accounts.money import NANO_PER_USD, nano_to_usd, ratio_of
+from gateway.accounts.records import KeyRecord, RequestLog, UserRecord
+from gateway.edge.http import endpoint, get_gateway, json_response
+from gateway.relay.families import DEFAULT_FAMILY
+from gateway.runtime.errors import InvalidApiKey, InvalidRequest
 from gateway.storage.rows import DailyCost
 
 MAX_USAGE_DAYS = 100  # spec section 8: usage query span

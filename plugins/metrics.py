@@ -29,13 +29,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.catalogue import Catalogue
-from gateway.context import Gateway
-from gateway.families import DEFAULT_FAMILY
-from gateway.hookspecs import hookimpl
-from gateway.http import endpoint, get_gateway
-from gateway.openapi import documented
-from gateway.records import RequestLog
+from gateway.accounts.catalogue import Catalogue
+from gateway.accounts.records import RequestLog
+from gateway.edge.http import endpoint, get_gateway
+from gateway.edge.openapi import documented
+from gateway.hooks.specs import hookimpl
+from gateway.relay.families import DEFAULT_FAMILY
+from gateway.runtime.context import Gateway
 from gateway.storage.rows import SoftLimitCrossing
 from plugins.metrics_share import Share
 

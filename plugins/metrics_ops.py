@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gateway.context import Gateway
-from gateway.observe import group_of, http_stats
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
+from gateway.runtime.context import Gateway
+from gateway.runtime.observe import group_of, http_stats
 from plugins.metrics import BUCKETS_S, _family, _Histogram, _labels
 
 
@@ -98,7 +98,7 @@ def render_ops(gateway: Gateway, calls: CallSeries) -> str:
 
 
 def _render_dependencies(gateway: Gateway, out: list[str]) -> None:
-    from gateway.ratelimit import EXTENSION, RateLimiter, RedisBackend
+    from gateway.accounts.ratelimit import EXTENSION, RateLimiter, RedisBackend
 
     outages = {}
     if gateway.storage.outage is not None:

@@ -1,6 +1,6 @@
 """``/metrics`` with ``gateway serve --workers N``: every worker's series, whichever worker answers.
 
-Workers share one port, so a scrape reaches one of them at random. ``gateway.servers`` gives the
+Workers share one port, so a scrape reaches one of them at random. ``gateway.server.servers`` gives the
 workers a directory (``GATEWAY_METRICS_DIR``, removed when the server stops); each worker writes
 its rendered series there, labelled ``worker="<pid>"``, at most once a second after a request
 finished (a timer, nothing on the request path but a flag check), and the worker that answers a

@@ -1,4 +1,4 @@
-"""``GET /openapi.json``: the gateway's OpenAPI 3.1 document (``gateway.openapi``), public.
+"""``GET /openapi.json``: the gateway's OpenAPI 3.1 document (``gateway.edge.openapi``), public.
 
 Built from the app's route table at the first request, when every plugin's routes are in it (in a
 worker thread: some tens of milliseconds of CPU that other requests need not wait for), and kept for
@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.context import Gateway
-from gateway.families import DEFAULT_FAMILY
-from gateway.hookspecs import hookimpl
-from gateway.http import JSON_MEDIA_TYPE, endpoint, get_gateway
-from gateway.openapi import build_document, documented
+from gateway.edge.http import JSON_MEDIA_TYPE, endpoint, get_gateway
+from gateway.edge.openapi import build_document, documented
+from gateway.hooks.specs import hookimpl
+from gateway.relay.families import DEFAULT_FAMILY
+from gateway.runtime.context import Gateway
 
 EXTENSION = "openapi"
 PATH = "/openapi.json"

@@ -3,8 +3,8 @@ its poller and callback sender start with the app and stop before the upstream c
 
 from __future__ import annotations
 
-from gateway.context import Gateway
-from gateway.hookspecs import hookimpl
+from gateway.hooks.specs import hookimpl
+from gateway.runtime.context import Gateway
 from gateway.tasks import engine_of
 
 

@@ -16,13 +16,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.admin_api import AdminOps, KeyCreate, KeyPatch, _path_id
-from gateway.context import Gateway
-from gateway.errors import InvalidRequest, NotFound, PermissionDenied
-from gateway.families import DEFAULT_FAMILY
-from gateway.hookspecs import hookimpl
-from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body
-from gateway.records import UserRecord
+from gateway.accounts.records import UserRecord
+from gateway.admin.api import AdminOps, KeyCreate, KeyPatch, _path_id
+from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body
+from gateway.hooks.specs import hookimpl
+from gateway.relay.families import DEFAULT_FAMILY
+from gateway.runtime.context import Gateway
+from gateway.runtime.errors import InvalidRequest, NotFound, PermissionDenied
 
 
 def _own(key: dict[str, Any]) -> dict[str, Any]:

@@ -32,8 +32,8 @@ import pytest_asyncio
 from multidict import CIMultiDictProxy
 from starlette.applications import Starlette
 
-from gateway.config import Config, parse_config
-from gateway.context import Gateway
+from gateway.runtime.context import Gateway
+from gateway.settings.config import Config, parse_config
 from tests.diagnostics import dump_database_activity
 
 # hypothesis is imported above, at collection, on purpose: otherwise a run of test folders that do
@@ -55,7 +55,7 @@ class SimulatorHandle:
 @pytest_asyncio.fixture(scope="session")
 async def simulator() -> AsyncIterator[SimulatorHandle]:
     """One in-process upstream simulator for the whole session (skips when not importable)."""
-    sim = pytest.importorskip("gateway.simulator")
+    sim = pytest.importorskip("gateway_simulator")
     runner = await sim.start_simulator("127.0.0.1", 0)
     yield SimulatorHandle(runner.sim_port, f"http://127.0.0.1:{runner.sim_port}")
     await runner.cleanup()
@@ -343,7 +343,7 @@ async def gateway_server(make_config: MakeConfig) -> AsyncIterator[StartGateway]
     gateway (default: ``make_config()``) and returns its GatewayHandle; every gateway started is
     stopped gracefully at teardown. Entry-point plugins are off unless asked for, so that whatever
     is installed in the venv cannot change a test."""
-    from gateway.app import create_app
+    from gateway.edge.app import create_app
 
     handles: list[GatewayHandle] = []
 

@@ -9,10 +9,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.context import Gateway
-from gateway.hookspecs import hookimpl
-from gateway.http import endpoint, get_gateway, json_response
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
+from gateway.edge.http import endpoint, get_gateway, json_response
+from gateway.hooks.specs import hookimpl
+from gateway.runtime.context import Gateway
 
 EXTENSION = "sample"
 

@@ -20,9 +20,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gateway.errors import ServiceUnavailable
-from gateway.outage import Outage
-from gateway.records import KeyRecord, RequestLog, UserRecord
+from gateway.accounts.records import KeyRecord, RequestLog, UserRecord
+from gateway.runtime.errors import ServiceUnavailable
+from gateway.runtime.outage import Outage
 from gateway.storage.rows import (
     AuditProblem,
     DailyCost,

@@ -32,7 +32,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import asyncpg
 
-from gateway.outage import Outage
+from gateway.runtime.outage import Outage
 from gateway.storage import sql_money as m
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.sql_admin import SqlAdmin

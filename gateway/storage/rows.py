@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
 
 # The ``instance`` of a hold that belongs to a durable record (a media task) instead of a process:
 # the record's own state machine closes it (``transition_task``), so neither the orphan sweeper
 # nor a process's start or stop releases it. A task outlives the process that accepted it.
 DURABLE_HOLDER = "durable"
-# The request id of a quota lease's hold starts with this (``gateway.metering.quota_leases``); a
+# The request id of a quota lease's hold starts with this (``gateway.accounts.metering.quota_leases``); a
 # call's own request id never does (the gateway makes them: ``req_...``).
 LEASE_PREFIX = "lease:"
 
@@ -25,7 +25,7 @@ class Reservation(msgspec.Struct, frozen=True):
     amount_nano: int
     instance: str  # the gateway process that holds it (see ``release_orphaned_reservations``),
     # or DURABLE_HOLDER
-    # The quota lease (``gateway.metering.quota_leases``) whose row holds this amount instead of a
+    # The quota lease (``gateway.accounts.metering.quota_leases``) whose row holds this amount instead of a
     # row of its own: closing it takes ``amount_nano`` out of that row. A hold whose ``lease`` is
     # its own ``request_id`` is the lease itself: reserving it adds to the lease's row.
     lease: str | None = None
@@ -135,7 +135,7 @@ class UnchargedEntry(msgspec.Struct):
 
 
 class SoftLimitCrossing(msgspec.Struct, frozen=True):
-    """A soft limit just reached (``gateway.softlimit``): ``scope`` "key" compares the key's
+    """A soft limit just reached (``gateway.accounts.softlimit``): ``scope`` "key" compares the key's
     ``spent_nano``, "user" the user's ``used_nano``, with the threshold ``soft_limit_nano``."""
 
     scope: str

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.records import UserRecord
+from gateway.accounts.records import UserRecord
 from gateway.storage import sql_money as m
 from gateway.storage.rows import (
     DailyCost,

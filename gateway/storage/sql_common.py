@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 import orjson
 
-from gateway.records import KeyRecord, RequestLog, UserRecord
+from gateway.accounts.records import KeyRecord, RequestLog, UserRecord
 from gateway.storage import sql_money as m
 from gateway.storage.base import Storage
 from gateway.storage.migrations import load_migrations

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
 
@@ -92,7 +92,7 @@ AND EXISTS (
 _RESERVE_KEY = """UPDATE api_keys SET reserved_nano = reserved_nano + ?
 WHERE id = ? AND enabled AND (quota_nano IS NULL OR spent_nano + reserved_nano + ? <= quota_nano)"""
 _INSERT_RESERVATION = f"INSERT INTO reservations ({RES_COLUMNS}) VALUES (?, ?, ?, ?, ?, {{now}})"
-# A quota lease's hold (``gateway.metering.quota_leases``): one row per lease, topped up in place.
+# A quota lease's hold (``gateway.accounts.metering.quota_leases``): one row per lease, topped up in place.
 _ADD_TO_LEASE = (_INSERT_RESERVATION + " ON CONFLICT (request_id) DO UPDATE SET "
                  "amount_nano = reservations.amount_nano + excluded.amount_nano")
 _LOCK_RESERVATION = "UPDATE reservations SET amount_nano = amount_nano WHERE request_id = ?"

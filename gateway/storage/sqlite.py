@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
 from gateway.storage import sql_money as m
 from gateway.storage.rows import Settlement
 from gateway.storage.shared_counter import SharedCounter

@@ -27,7 +27,7 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-from gateway.records import KeyRecord, Principal, RequestLog
+from gateway.accounts.records import KeyRecord, Principal, RequestLog
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 

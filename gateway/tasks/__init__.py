@@ -36,7 +36,7 @@ How a family plugs in (see ``family.py`` for the types):
 Notes for families beyond images:
 
 * Price: each ``Candidate`` carries its own ``price_nano`` (per task, or unit price x seconds via
-  ``gateway.money.unit_cost``); the engine holds the dearest candidate's and, on success, charges
+  ``gateway.accounts.money.unit_cost``); the engine holds the dearest candidate's and, on success, charges
   the chosen one's, or ``Snapshot.charge_nano`` when the family knows the actual cost (seconds
   actually generated), never above the hold. A failure charges nothing.
 * ``TaskRecord.billing_status`` is ``reserved`` / ``charged`` / ``refunded`` (spec 2.3's values);

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 import msgspec
 
-from gateway.config import LimitsConfig
+from gateway.settings.config import LimitsConfig
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import TaskCallback
 from gateway.tasks.ssrf import CallbackGuard, GuardedResolver, UnsafeDestination, is_address

@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gateway.errors import GatewayError, InvalidRequest, NotFound, UpstreamError
-from gateway.ratelimit import admit_call
-from gateway.records import Principal, RequestLog
-from gateway.secrets_scrub import SecretScrubber
+from gateway.accounts.ratelimit import admit_call
+from gateway.accounts.records import Principal, RequestLog
+from gateway.runtime.errors import GatewayError, InvalidRequest, NotFound, UpstreamError
+from gateway.runtime.secrets_scrub import SecretScrubber
 from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
 from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
 from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, Submitted, TaskFamily
@@ -54,7 +54,7 @@ from gateway.upstream.attempt import Failover, UpstreamFailure
 from gateway.upstream.pool import Target
 
 if TYPE_CHECKING:
-    from gateway.context import Gateway
+    from gateway.runtime.context import Gateway
     from gateway.tasks.poller import Poller
 
 __all__ = ["NewTask", "TaskEngine", "engine_of"]

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
-from gateway.translation import ProtocolAdapter
+from gateway.relay.translation import ProtocolAdapter
 from gateway.upstream.pool import Target
 
 if TYPE_CHECKING:
-    from gateway.config import UpstreamConfig
+    from gateway.settings.config import UpstreamConfig
     from gateway.storage.rows import TaskRecord
     from gateway.tasks.upstream import TaskHttp
 

@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from gateway.errors import GatewayError
+from gateway.runtime.errors import GatewayError
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import TaskFamily

@@ -20,11 +20,11 @@ import msgspec
 import orjson
 from yarl import URL
 
-from gateway.config import UpstreamConfig
-from gateway.errors import UpstreamError, UpstreamHTTPError
-from gateway.money import scaled_cost
-from gateway.observe import current_request_id
-from gateway.secrets_scrub import scrub_secrets
+from gateway.accounts.money import scaled_cost
+from gateway.runtime.errors import UpstreamError, UpstreamHTTPError
+from gateway.runtime.observe import current_request_id
+from gateway.runtime.secrets_scrub import scrub_secrets
+from gateway.settings.config import UpstreamConfig
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.family import Snapshot
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address

@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import aiohttp
 
-from gateway.canonical import EmbeddingRequest
-from gateway.errors import GatewayError, UpstreamError, UpstreamHTTPError
-from gateway.observe import current_request_id
-from gateway.secrets_scrub import scrub_secrets
-from gateway.translation import EmbeddingFrontend, UpstreamCall
+from gateway.relay.canonical import EmbeddingRequest
+from gateway.relay.translation import EmbeddingFrontend, UpstreamCall
+from gateway.runtime.errors import GatewayError, UpstreamError, UpstreamHTTPError
+from gateway.runtime.observe import current_request_id
+from gateway.runtime.secrets_scrub import scrub_secrets
 from gateway.upstream.client import UpstreamAnswer, UpstreamConnectionError
 from gateway.wire.frames import FrameTooLarge
 
 if TYPE_CHECKING:
-    from gateway.relay_call import CallContext, ClientCall
+    from gateway.relay.call import CallContext, ClientCall
     from gateway.upstream.pool import Target, UpstreamPool
 
 T = TypeVar("T")
@@ -62,7 +62,7 @@ class UpstreamFailure(Exception):
     Made only where an upstream has just failed (connect error, timeout, 401/429/5xx, a stream cut
     off, whether in the text relay, a stream's relay or a task call), so making one is also where
     the operator's warning line is written: the upstream's name, what happened, and the request
-    (from the request's scope, ``gateway.observe``; "-" for background work such as task polls)."""
+    (from the request's scope, ``gateway.runtime.observe``; "-" for background work such as task polls)."""
 
     def __init__(self, upstream: str, reason: str, status: int | None = None,
                  retry_after_s: float | None = None) -> None:

@@ -31,7 +31,7 @@ import aiohttp
 from multidict import CIMultiDictProxy
 from yarl import URL
 
-from gateway.config import LimitsConfig, UpstreamTimeouts
+from gateway.settings.config import LimitsConfig, UpstreamTimeouts
 
 Body = bytes | AsyncIterable[bytes]
 

@@ -19,10 +19,10 @@ from urllib.parse import urlsplit
 import aiohttp
 import msgspec
 
-from gateway.config import Config, LimitsConfig, UpstreamConfig
-from gateway.errors import UpstreamError
-from gateway.secrets_scrub import without_empty_credentials
-from gateway.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
+from gateway.relay.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
+from gateway.runtime.errors import UpstreamError
+from gateway.runtime.secrets_scrub import without_empty_credentials
+from gateway.settings.config import Config, LimitsConfig, UpstreamConfig
 from gateway.upstream.client import USER_AGENT, Destination, UpstreamClient
 from gateway.upstream.health import UpstreamHealth
 
@@ -194,7 +194,7 @@ class UpstreamPool:
 
     def adapter(self, protocol: str) -> UpstreamAdapter:
         """The text adapter of ``protocol``: one that declares a text capability implements the
-        whole ``UpstreamAdapter`` (``gateway.translation``)."""
+        whole ``UpstreamAdapter`` (``gateway.relay.translation``)."""
         adapter = self.protocol_adapter(protocol)
         if not adapter.capabilities & TEXT_CAPABILITIES:
             raise UpstreamError(f"Upstream protocol {protocol!r} does not serve text generation.")

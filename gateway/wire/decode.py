@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import msgspec
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 
 T = TypeVar("T")
 

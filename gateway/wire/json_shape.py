@@ -8,7 +8,7 @@ messages costs 20 times the decoding work of 29 MB of one long text).
   elements. Commas inside strings count too, so prose inflates the bound: it is exact enough to
   clear almost every body, and only a body whose bound is over the limit is counted exactly.
 * ``count_elements``: the exact count (stopping once past a limit), which decodes the body: the
-  gateway runs it in its body process (``gateway.body_process``) so that neither the decoding's
+  gateway runs it in its body process (``gateway.relay.body_process``) so that neither the decoding's
   time nor its memory lands on the serving process.
 """
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 
 __all__ = ["MultipartReader", "PartData", "PartEnd", "PartEvent", "PartStart", "boundary_of"]
 

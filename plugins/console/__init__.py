@@ -16,12 +16,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.context import Gateway
-from gateway.errors import NotFound
-from gateway.families import DEFAULT_FAMILY
-from gateway.hookspecs import hookimpl
-from gateway.http import endpoint
-from gateway.openapi import documented
+from gateway.edge.http import endpoint
+from gateway.edge.openapi import documented
+from gateway.hooks.specs import hookimpl
+from gateway.relay.families import DEFAULT_FAMILY
+from gateway.runtime.context import Gateway
+from gateway.runtime.errors import NotFound
 from plugins.console.views import console_logs, console_summary, console_tasks
 
 # Images, video and audio of media tasks come from wherever the upstream keeps them.

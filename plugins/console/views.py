@@ -17,10 +17,10 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.admin_ops import log_filter, log_json, paging
-from gateway.families import DEFAULT_FAMILY
-from gateway.http import endpoint, get_gateway, json_response
-from gateway.money import nano_to_usd
+from gateway.accounts.money import nano_to_usd
+from gateway.admin.ops import log_filter, log_json, paging
+from gateway.edge.http import endpoint, get_gateway, json_response
+from gateway.relay.families import DEFAULT_FAMILY
 from gateway.storage.rows import LogFilter, TaskRecord
 
 DAYS = 30

@@ -18,7 +18,7 @@ import aiohttp
 import asyncpg
 import msgspec
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from tests.serving import free_port, serve_env, spawn, stop, wait_healthy
 
 ADMIN_KEY = "admin-test-key"  # the conftest's

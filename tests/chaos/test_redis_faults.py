@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import pytest
 
-from gateway.ratelimit import RETRY_DOWN_S
+from gateway.accounts.ratelimit import RETRY_DOWN_S
 from tests.chaos.fleet import TRACEBACK, Call, Fleet, burst, call, check_money, keep_calling, tally
 from tests.chaos.services import RedisServer
 

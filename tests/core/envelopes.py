@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.context import Gateway
-from gateway.hookspecs import hookimpl
-from gateway.http import endpoint, get_gateway, json_response
+from gateway.edge.http import endpoint, get_gateway, json_response
+from gateway.hooks.specs import hookimpl
+from gateway.runtime.context import Gateway
 
 FAMILIES = ("chat", "messages", "v1beta")
 NATIVE_TYPE = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.keys import is_api_key_shaped, is_user_token_shaped
+from gateway.accounts.keys import is_api_key_shaped, is_user_token_shaped
 
 from .envelopes import assert_error
 

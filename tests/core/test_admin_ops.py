@@ -11,8 +11,8 @@ from typing import Any
 import openai
 import pytest
 
-from gateway.cli import main
-from gateway.metering.audit import run_audit
+from gateway.accounts.metering.audit import run_audit
+from gateway.cli.main import main
 
 from .envelopes import assert_error
 from .test_cli import config_file, run_cli

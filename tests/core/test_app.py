@@ -13,12 +13,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.app import create_app
-from gateway.bootstrap import bootstrap
-from gateway.context import Gateway
-from gateway.hookspecs import hookimpl
-from gateway.http import json_response
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
+from gateway.edge.app import create_app
+from gateway.edge.http import json_response
+from gateway.hooks.specs import hookimpl
+from gateway.runtime.context import Gateway
+from gateway.server.bootstrap import bootstrap
 from gateway.storage import open_storage
 
 

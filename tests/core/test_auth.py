@@ -9,8 +9,8 @@ import pytest
 import pytest_asyncio
 from starlette.requests import Request
 
-from gateway.errors import InvalidApiKey
-from gateway.keys import generate_api_key, hash_secret
+from gateway.accounts.keys import generate_api_key, hash_secret
+from gateway.runtime.errors import InvalidApiKey
 
 from .envelopes import FAMILIES, AuthProbe, assert_error, credentials, no_credentials
 

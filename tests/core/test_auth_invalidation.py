@@ -13,9 +13,9 @@ import msgspec
 import pytest
 import pytest_asyncio
 
-from gateway.admin_api import AdminOps, KeyPatch
-from gateway.auth import Authenticator
-from gateway.config import Config
+from gateway.accounts.auth import Authenticator
+from gateway.admin.api import AdminOps, KeyPatch
+from gateway.settings.config import Config
 from gateway.storage import open_storage
 
 from .envelopes import AuthProbe, credentials
@@ -108,7 +108,7 @@ async def test_redis_pubsub_invalidates_without_polling(gateway_server: Any, mak
         pytest.skip("no Redis server on 127.0.0.1:6379")
     import redis.asyncio as aioredis
 
-    from gateway.auth import redis_channel
+    from gateway.accounts.auth import redis_channel
 
     # Polling so slow that only the Redis message can explain a prompt invalidation.
     monkeypatch.setattr(Authenticator, "poll_interval_s", 3600.0)

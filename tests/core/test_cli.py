@@ -12,9 +12,9 @@ import msgspec
 import orjson
 import pytest
 
-from gateway.cli import main
-from gateway.config import Config
-from gateway.keys import is_api_key_shaped, is_user_token_shaped
+from gateway.accounts.keys import is_api_key_shaped, is_user_token_shaped
+from gateway.cli.main import main
+from gateway.settings.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 

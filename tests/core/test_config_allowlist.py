@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gateway.config import ConfigError, parse_config
+from gateway.settings.config import ConfigError, parse_config
 
 
 @pytest.mark.parametrize("entry", ["10.0.0.0/33", "10.0.0.300", "fe80::zz", "192.168.1.0/"])

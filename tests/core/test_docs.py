@@ -1,7 +1,7 @@
 """The documentation keeps its core sections and documents every hook (DESIGN point 5).
 
 The README is a newcomer's page; reference material lives in ``docs/``. Each core section must be
-a heading of the page named for it, and every hook of ``gateway/hookspecs.py`` must have its line in
+a heading of the page named for it, and every hook of ``gateway/hooks/specs.py`` must have its line in
 the "Writing a plugin" section of ``docs/plugins.md``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import inspect
 import re
 from pathlib import Path
 
-from gateway import hookspecs
+from gateway.hooks import specs as hookspecs
 
 ROOT = Path(__file__).resolve().parents[2]
 # Where each core section lives: the title and the heading level ("#" is a page's own title).

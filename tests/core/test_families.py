@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import GatewayError, InvalidRequest, RateLimited, UpstreamHTTPError
-from gateway.families import FamilyRegistry, render_default_error
-from gateway.plugins import collect_families, make_plugin_manager
+from gateway.hooks.manager import collect_families, make_plugin_manager
+from gateway.relay.families import FamilyRegistry, render_default_error
+from gateway.runtime.errors import GatewayError, InvalidRequest, RateLimited, UpstreamHTTPError
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from gateway.config import load_config
+from gateway.settings.config import load_config
 from gateway.storage import open_storage
 from tests.core.test_serve import Server, e2e_config
 

@@ -1,4 +1,4 @@
-"""gateway.keys: generation, hashing, shape checks, masking, IP/CIDR matching."""
+"""gateway.accounts.keys: generation, hashing, shape checks, masking, IP/CIDR matching."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import hashlib
 
 import pytest
 
-from gateway.http import new_request_id
-from gateway.keys import (
+from gateway.accounts.keys import (
     client_ip_from,
     generate_api_key,
     generate_user_token,
@@ -18,6 +17,7 @@ from gateway.keys import (
     mask_key,
     parse_networks,
 )
+from gateway.edge.http import new_request_id
 
 
 def test_generated_credentials_have_their_shapes() -> None:

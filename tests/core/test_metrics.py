@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any
 
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
 from plugins.metrics import MAX_ROUTES
 
 SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-z_]+="([^"\\]|\\.)*",?)*\})? [0-9.e+-]+$')

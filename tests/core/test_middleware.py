@@ -17,12 +17,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.config import LimitsConfig
-from gateway.context import Gateway
-from gateway.errors import GatewayError
-from gateway.families import MULTIPART_SLACK, FamilyRegistry, WireFamily, bearer_token, render_default_error
-from gateway.hookspecs import hookimpl
-from gateway.http import endpoint, new_request_id, read_json_body, request_id
+from gateway.edge.http import endpoint, new_request_id, read_json_body, request_id
+from gateway.hooks.specs import hookimpl
+from gateway.relay.families import (
+    MULTIPART_SLACK,
+    FamilyRegistry,
+    WireFamily,
+    bearer_token,
+    render_default_error,
+)
+from gateway.runtime.context import Gateway
+from gateway.runtime.errors import GatewayError
+from gateway.settings.config import LimitsConfig
 
 from .envelopes import assert_error
 
@@ -154,12 +160,12 @@ async def test_routing_errors_use_the_family_of_the_path(boom: Any, method: str,
 
 async def test_unexpected_error_is_a_500_without_internals(boom: Any,
                                                            caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.ERROR, logger="gateway.errors"):
+    with caplog.at_level(logging.ERROR, logger="gateway.runtime.errors"):
         reply = await boom.request("POST", "/probe/messages-boom", json={})
     inner = assert_error(reply, "messages", 500, "internal_error")
     assert "secret internals" not in reply.text and "RuntimeError" not in reply.text
     assert reply.headers["X-Service-Request-Id"] in inner["message"]
-    logged = [r for r in caplog.records if r.name == "gateway.errors"]
+    logged = [r for r in caplog.records if r.name == "gateway.runtime.errors"]
     assert logged and logged[0].exc_info is not None  # the trace is in the log, not the body
 
     reply = await boom.request("GET", "/probe/bare")

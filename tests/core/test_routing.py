@@ -1,4 +1,4 @@
-"""Fixed paths by dict lookup (``gateway.routing``): the same route answers as Starlette's walk over
+"""Fixed paths by dict lookup (``gateway.edge.routing``): the same route answers as Starlette's walk over
 the routes would pick, errors included."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, Router
 from starlette.types import Message
 
-from gateway.context import Gateway
-from gateway.errors import InvalidRequest
-from gateway.hookspecs import hookimpl
-from gateway.routing import ExactPathDispatch, exact_path_table, segment_table
+from gateway.edge.routing import ExactPathDispatch, exact_path_table, segment_table
+from gateway.hooks.specs import hookimpl
+from gateway.runtime.context import Gateway
+from gateway.runtime.errors import InvalidRequest
 
 from .envelopes import assert_error
 

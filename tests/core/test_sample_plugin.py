@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import main
+from gateway.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAT = {"model": "sim-chat", "messages": [{"role": "user", "content": "hello"}]}

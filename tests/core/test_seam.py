@@ -7,7 +7,7 @@ built-in does (issue 9).
   creation and in ``gateway check-config``), and routing picks upstreams by capability;
 * a throw-away plugin family with its own credential header, version rule, envelope, body limit
   and upstream protocol, served over HTTP;
-* every hook of ``gateway/hookspecs.py`` is exercised by some test and has a line in docs/plugins.md.
+* every hook of ``gateway/hooks/specs.py`` is exercised by some test and has a line in docs/plugins.md.
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway import hookspecs
-from gateway.app import create_app
-from gateway.cli import main
-from gateway.config import ConfigError, LimitsConfig, parse_config
-from gateway.context import Gateway
-from gateway.errors import GatewayError, InvalidRequest, UpstreamError
-from gateway.families import WireFamily
-from gateway.hookspecs import hookimpl
-from gateway.http import endpoint, get_gateway, json_response, read_json_body
-from gateway.translation import ProtocolAdapter
+from gateway.cli.main import main
+from gateway.edge.app import create_app
+from gateway.edge.http import endpoint, get_gateway, json_response, read_json_body
+from gateway.hooks import specs as hookspecs
+from gateway.hooks.specs import hookimpl
+from gateway.relay.families import WireFamily
+from gateway.relay.translation import ProtocolAdapter
+from gateway.runtime.context import Gateway
+from gateway.runtime.errors import GatewayError, InvalidRequest, UpstreamError
+from gateway.settings.config import ConfigError, LimitsConfig, parse_config
 from tests.core.test_docs import plugin_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -299,10 +299,10 @@ class CommandPlugin:
 
 
 def test_a_plugin_adds_a_command() -> None:
-    """What ``gateway.cli.build_parser`` does with the plugin manager, with a throw-away plugin."""
+    """What ``gateway.cli.main.build_parser`` does with the plugin manager, with a throw-away plugin."""
     import argparse
 
-    from gateway.plugins import make_plugin_manager
+    from gateway.hooks.manager import make_plugin_manager
 
     parser = argparse.ArgumentParser(prog="gateway")
     sub = parser.add_subparsers(dest="command")

@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 import yaml
 
-from gateway.bootstrap import bootstrap
-from gateway.config import load_config
-from gateway.serve import CONFIG_ENV
+from gateway.server.bootstrap import bootstrap
+from gateway.server.serve import CONFIG_ENV
+from gateway.settings.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 30.0
@@ -193,7 +193,7 @@ def test_the_serving_app_keeps_what_startup_built_out_of_full_collections(tmp_pa
     """What a serving process has built before its first request is frozen (``gc.freeze``): a full
     collection under load would otherwise walk it all on the event loop (pauses of 15-30 ms)."""
     config, _, _ = e2e_config(tmp_path)
-    probe = ("import gc; from gateway.serve import worker_app; "
+    probe = ("import gc; from gateway.server.serve import worker_app; "
              "assert gc.get_freeze_count() == 0; worker_app(); print(gc.get_freeze_count())")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": _pythonpath(), CONFIG_ENV: str(config)})

@@ -7,7 +7,7 @@ from typing import Any
 import openai
 import pytest
 
-from gateway.keys import is_api_key_shaped
+from gateway.accounts.keys import is_api_key_shaped
 
 from .envelopes import assert_error
 

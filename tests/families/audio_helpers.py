@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 import openai
 
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
 from tests.translators.audio import audio_samples as samples
 
 PER_SECOND_NANO = 100_000  # 0.006 USD per minute

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from tests.conftest import GatewayHandle, MakeConfig, Reply, StartGateway
 from tests.tasks.helpers import FAST_TASKS, with_user
 

@@ -14,7 +14,7 @@ import openai
 import pytest
 import pytest_asyncio
 
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
 
 NANO_PER_CHAR = 15_000  # 15 USD per million characters
 TEXT = "The quick brown fox jumps over the lazy dog, twice: once for each ear. ¡Olé!"

@@ -17,8 +17,8 @@ import openai
 import pytest
 import pytest_asyncio
 
-from gateway.hookspecs import hookimpl
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
+from gateway.hooks.specs import hookimpl
 
 TOOLS: list[Any] = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city",

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from tests.conftest import GatewayHandle, StartGateway
 from tests.families.media_helpers import MUSIC_PRICE_NANO, error_of, ledger_kinds, media_config, mgw, poll
 from tests.tasks.helpers import balance_nano, until, wait_stored, with_user

@@ -23,8 +23,8 @@ import pytest_asyncio
 from google import genai
 from google.genai import types
 
-from gateway.reasoning_state import unseal
-from gateway.simulator.textgen import signature_for
+from gateway.relay.reasoning_state import unseal
+from gateway_simulator.textgen import signature_for
 from translators.messages.simulator import REDACT_TRIGGER
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Inheritance class:DeprecationWarning")]

@@ -10,8 +10,8 @@ from typing import Any
 import openai
 import pytest
 
-from gateway.hookspecs import hookimpl
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
+from gateway.hooks.specs import hookimpl
 from gateway.storage.testing import database_url, pg_database
 from tests.conftest import GatewayHandle, MakeConfig, SimulatorHandle, StartGateway
 from tests.families.responses_helpers import (

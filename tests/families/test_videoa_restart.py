@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from gateway.storage import open_storage
 from gateway.storage.rows import DURABLE_HOLDER
 from tests.conftest import GatewayHandle, StartGateway

@@ -1,6 +1,6 @@
 """Property 1's limits on the shape of a body: ``limits.json_max_elements`` (array items and object
 members), tallied from the bytes as they arrive and counted exactly, when the tally is over, in the
-app's body process (``gateway.body_process``), which also answers large ``count_tokens`` bodies.
+app's body process (``gateway.relay.body_process``), which also answers large ``count_tokens`` bodies.
 
 * the tally is an upper bound of the exact count, however the bytes are split into chunks;
 * a body over the limit is refused in each family's envelope; prose full of commas (a tally over
@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.body_process import BodyProcess, ChildFailed
-from gateway.errors import GatewayError
-from gateway.offload import INLINE_BYTES
+from gateway.relay.body_process import BodyProcess, ChildFailed
+from gateway.relay.offload import INLINE_BYTES
+from gateway.runtime.errors import GatewayError
 from gateway.wire.json_shape import ElementTally, count_elements
 from tests.conftest import MakeConfig, StartGateway
 from tests.hardening.conftest import user_and_key
@@ -144,7 +144,7 @@ async def test_large_count_tokens_bodies_are_counted_in_the_body_process(
     assert process._process is not None and process._process.returncode is None  # it did the work
     # A body process that cannot start: the count is made here instead, the same.
     await process.aclose()
-    monkeypatch.setattr("gateway.body_process.sys.executable", "/nonexistent/python")
+    monkeypatch.setattr("gateway.relay.body_process.sys.executable", "/nonexistent/python")
     again = await gw.request("POST", "/v1/messages/count_tokens", data=io.BytesIO(body), headers=headers)
     assert again.status == 200 and orjson.loads(again.body) == {"input_tokens": expected}
     bad = await gw.request("POST", "/v1/messages/count_tokens", data=io.BytesIO(body[:-40] + b"}"),

@@ -18,8 +18,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from gateway.app import create_app
-from gateway.servers import DEFAULT_SERVER
+from gateway.edge.app import create_app
+from gateway.server.servers import DEFAULT_SERVER
 from tests import loopback
 from tests.conftest import GatewayHandle, MakeConfig, StartGateway
 from tests.hardening.conftest import raw_http, user_and_key

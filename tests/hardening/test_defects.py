@@ -36,7 +36,7 @@ async def test_encoded_key_query_is_redacted(gw: GatewayHandle, caplog: pytest.L
 
 
 def test_redact_query_decodes_like_the_reader() -> None:
-    from gateway.middleware import redact_query
+    from gateway.edge.middleware import redact_query
 
     assert "secret" not in redact_query("%6Bey=secret")
     assert "secret" not in redact_query("a=1&ke%79=secret&b=2")

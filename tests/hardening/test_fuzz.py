@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.routing import Route
 
-from gateway.errors import GatewayError
+from gateway.runtime.errors import GatewayError
 from tests.hardening.threaded import ThreadedGateway, running
 
 EXAMPLES = 60  # per endpoint; the whole module stays well under a minute

@@ -31,11 +31,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
-from gateway.app import create_app
-from gateway.config import parse_config
-from gateway.hookspecs import hookimpl
-from gateway.http import endpoint
-from gateway.openapi import build_document, documented
+from gateway.edge.app import create_app
+from gateway.edge.http import endpoint
+from gateway.edge.openapi import build_document, documented
+from gateway.hooks.specs import hookimpl
+from gateway.settings.config import parse_config
 from tests.hardening.test_fuzz import JSON, PUBLIC, SEEDS, _credential, _envelope_of, _shape
 from tests.hardening.threaded import ThreadedGateway, running
 

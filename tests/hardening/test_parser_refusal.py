@@ -4,7 +4,7 @@ Found (granian 2.8, uvicorn 0.54 with h11, hypercorn 0.18): a NUL or a lone CR i
 header line without a colon, a space or a NUL in a header name and an empty header name are refused
 by every server's own parser, before any ASGI app exists for the request, with ``400`` and
 ``Connection: close``; the app (and so any upstream) is never reached. None of the three offers a
-public setting or hook to shape that answer (``gateway.server_config``), so it carries neither the
+public setting or hook to shape that answer (``gateway.server.options``), so it carries neither the
 gateway's envelope nor a request id:
 
 - granian answers from hyper, in Rust: ``400``, an empty body.
@@ -27,7 +27,7 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from gateway.app import create_app
+from gateway.edge.app import create_app
 from tests.conftest import MakeConfig
 from tests.hardening.conftest import raw_http, split_response
 from tests.servers import embedded

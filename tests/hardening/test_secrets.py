@@ -28,8 +28,8 @@ import pytest_asyncio
 import yaml
 from aiohttp import web
 
-from gateway.cli import main as cli_main
-from gateway.secrets_scrub import PLACEHOLDER
+from gateway.cli.main import main as cli_main
+from gateway.runtime.secrets_scrub import PLACEHOLDER
 from tests import loopback
 from tests.conftest import GatewayHandle, MakeConfig, StartGateway
 from tests.core.test_serve import Server, e2e_config

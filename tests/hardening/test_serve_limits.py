@@ -1,6 +1,6 @@
 """``gateway serve --server NAME`` itself applies ``limits.header_timeout_s`` and
 ``limits.request_head_bytes`` (the rest of the suite runs the app on embedded servers built by the
-same functions of ``gateway.server_config``): a real child process per server, one worker."""
+same functions of ``gateway.server.options``): a real child process per server, one worker."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 HEAD_S = 1.0
 HEAD_BYTES = 16 * 1024  # under the 64 KiB default: a 32 KB head passes only if the key is ignored
-TOO_LARGE = {"granian": 431, "uvicorn": 400, "hypercorn": 431}  # gateway.server_config
+TOO_LARGE = {"granian": 431, "uvicorn": 400, "hypercorn": 431}  # gateway.server.options
 
 
 def _config(tmp_path: Path, port: int) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from gateway.tasks.callbacks import CallbackSender
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination
 from tests.conftest import StartGateway

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import yaml
 
-from gateway.config import parse_config
+from gateway.settings.config import parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 ADMIN_KEY = "admin-hardening-key"
@@ -59,8 +59,8 @@ class ThreadedGateway:
         return future.result(timeout=60)
 
     async def _serve(self) -> None:
-        from gateway.app import create_app
-        from gateway.simulator import start_simulator
+        from gateway.edge.app import create_app
+        from gateway_simulator import start_simulator
         from tests.conftest import serve_app
 
         self._sim = await start_simulator("127.0.0.1", 0)

@@ -26,7 +26,7 @@ import openai
 import pytest
 import pytest_asyncio
 
-from gateway.servers import DEFAULT_SERVER
+from gateway.server.servers import DEFAULT_SERVER
 from tests.conftest import GatewayHandle
 from tests.hostile.upstream import MIB, HealthzSampler, PeakRss, log_faults
 from tests.servers import embedded
@@ -39,7 +39,7 @@ STATUS_LINE = re.compile(rb"HTTP/1\.1 (\d{3})")
 
 # What these tests ask is what granian does; uvicorn and hypercorn enforce less (no head deadline on
 # uvicorn; on both, what follows a request with Content-Length and Transfer-Encoding is served as a
-# second request: gateway.server_config, tests/servers/test_smuggling.py).
+# second request: gateway.server.options, tests/servers/test_smuggling.py).
 pytestmark = pytest.mark.skipif(embedded.chosen_server() != DEFAULT_SERVER,
                                 reason="the default server's behaviour (GATEWAY_TEST_SERVER picks another)")
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest_asyncio
 
-from gateway.metering.meter import Meter
+from gateway.accounts.metering.meter import Meter
 from gateway.storage.base import Storage
 from gateway.storage.testing import database_url, new_principal, pg_database, storage
 

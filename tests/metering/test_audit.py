@@ -6,7 +6,7 @@ from pathlib import Path
 
 import aiosqlite
 
-from gateway.metering.audit import audit_database, format_problems, run_audit
+from gateway.accounts.metering.audit import audit_database, format_problems, run_audit
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.rows import Reservation, Settlement

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.metering.audit import run_audit
-from gateway.metering.meter import Meter
-from gateway.records import KeyRecord
+from gateway.accounts.metering.audit import run_audit
+from gateway.accounts.metering.meter import Meter
+from gateway.accounts.records import KeyRecord
 from gateway.storage import open_storage
 from gateway.storage.testing import sample_log
 
@@ -22,8 +22,8 @@ BALANCE = 10**12
 
 CHILD = r"""
 import asyncio, sys, time
-from gateway.metering.meter import Meter
-from gateway.records import KeyRecord, Principal, RequestLog, UserRecord
+from gateway.accounts.metering.meter import Meter
+from gateway.accounts.records import KeyRecord, Principal, RequestLog, UserRecord
 from gateway.storage import open_storage
 
 async def main(url, user_id, key_id):

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import InsufficientQuota
-from gateway.metering.audit import run_audit
-from gateway.metering.meter import Meter
-from gateway.records import RequestLog
+from gateway.accounts.metering.audit import run_audit
+from gateway.accounts.metering.meter import Meter
+from gateway.accounts.records import RequestLog
+from gateway.runtime.errors import InsufficientQuota
 from gateway.storage.base import Storage
 from gateway.storage.rows import Reservation
 from gateway.storage.testing import NewPrincipal, sample_log
@@ -157,7 +157,7 @@ async def test_writer_retries_database_errors(storage: Storage, new_principal: N
     await meter.start()
     try:
         r = await meter.reserve("r", p, 500)
-        with caplog.at_level(logging.ERROR, logger="gateway.metering.writer"):
+        with caplog.at_level(logging.ERROR, logger="gateway.accounts.metering.writer"):
             meter.finish(sample_log(p, "r"), r, 200)
             await asyncio.wait_for(meter.flush(), 5)
         assert flaky.failures == 2
@@ -177,7 +177,7 @@ async def test_writer_isolates_a_rejected_item(storage: Storage, new_principal: 
     reservations = {rid: await meter.reserve(rid, p, 100) for rid in ("a", "poison", "b")}
     for rid, r in reservations.items():
         meter.finish(sample_log(p, rid), r, 100)
-    with caplog.at_level(logging.ERROR, logger="gateway.metering.writer"):
+    with caplog.at_level(logging.ERROR, logger="gateway.accounts.metering.writer"):
         await asyncio.wait_for(meter.flush(), 5)
     user = await storage.get_user(p.user.id)
     assert user is not None and user.used_nano == 200  # "a" and "b"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gateway.metering.meter import Meter
+from gateway.accounts.metering.meter import Meter
 from gateway.storage.base import Storage, StorageUnavailable
 from gateway.storage.rows import Reservation
 from gateway.storage.sql_common import INSTANCE_ROWS_KEPT_S

@@ -1,4 +1,4 @@
-"""Quota leases (gateway.metering.quota_leases) on both backends: calls held in memory from a slab
+"""Quota leases (gateway.accounts.metering.quota_leases) on both backends: calls held in memory from a slab
 that is one durable reservation row, settled exactly, never overspending on one process or two,
 a key changed elsewhere never served from a slab, idle slabs given back, kill -9 leaving clean
 books."""
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import InsufficientQuota, InvalidApiKey
-from gateway.metering import quota_leases
-from gateway.metering.audit import run_audit
-from gateway.metering.meter import Meter
-from gateway.records import KeyRecord
+from gateway.accounts.metering import quota_leases
+from gateway.accounts.metering.audit import run_audit
+from gateway.accounts.metering.meter import Meter
+from gateway.accounts.records import KeyRecord
+from gateway.runtime.errors import InsufficientQuota, InvalidApiKey
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.rows import KeyChanges

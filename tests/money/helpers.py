@@ -1,5 +1,5 @@
 """Helpers of the HTTP-level money tests: a config whose models each reach the simulator through an
-upstream credential that picks one fault (``gateway.simulator.server``), and an account to call it
+upstream credential that picks one fault (``gateway_simulator.server``), and an account to call it
 with and to read the request log back through ``/api/log/self``.
 
 Prices: every model here costs 0.5 USD per million input tokens and 1.5 per million output tokens

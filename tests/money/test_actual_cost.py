@@ -25,8 +25,8 @@ import pytest_asyncio
 from google import genai
 from google.genai import types
 
-from gateway.cli import main
-from gateway.metering.audit import run_audit
+from gateway.accounts.metering.audit import run_audit
+from gateway.cli.main import main
 
 from .helpers import IN_NANO, OUT_NANO, PRICE
 

@@ -19,7 +19,7 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.metering.audit import run_audit
+from gateway.accounts.metering.audit import run_audit
 
 from .helpers import OUT_NANO, fault_config, new_account
 

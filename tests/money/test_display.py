@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.storage.rows import DailyCost
 from plugins.account_views import nano_to_cents, nano_to_rmb, usage_body, usage_range
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import openai
 
-from gateway.metering.audit import run_audit
+from gateway.accounts.metering.audit import run_audit
 
 from .helpers import Account, new_account
 

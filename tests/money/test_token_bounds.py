@@ -17,7 +17,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
-from gateway.tokens import body_token_bound, estimate_text_tokens, request_token_bound, text_token_bound
+from gateway.relay.tokens import body_token_bound, estimate_text_tokens, request_token_bound, text_token_bound
 from translators.chat.request import decode_chat_request
 from translators.messages.request import decode as decode_messages
 from translators.messages.request import peek as peek_messages

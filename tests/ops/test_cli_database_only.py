@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.cli import main as cli_main
+from gateway.cli.main import main as cli_main
 
 UNSET_UPSTREAM = "GW_TEST_UNSET_UPSTREAM_SECRET"
 UNSET_ADMIN = "GW_TEST_UNSET_ADMIN_KEY"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import msgspec
 
-from gateway.config import Config
+from gateway.settings.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "config.md"

@@ -82,7 +82,7 @@ def test_a_missing_extra_is_one_line(blocked: None, tmp_path: Path, top: dict[st
 
 
 def test_a_missing_server_extra_is_one_line(blocked: None, tmp_path: Path) -> None:
-    """``--server uvicorn|hypercorn`` without its extra (the check is gateway/servers.py's)."""
+    """``--server uvicorn|hypercorn`` without its extra (the check is gateway/server/servers.py's)."""
     config = config_with(tmp_path)
     for server in ("uvicorn", "hypercorn"):
         done = gateway("serve", "--config", str(config), "--server", server, cwd=tmp_path)

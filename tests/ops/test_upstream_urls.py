@@ -14,9 +14,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from gateway.cli import main as cli_main
-from gateway.config import Config, ConfigError, parse_config
-from gateway.plugins import collect_adapters, make_plugin_manager
+from gateway.cli.main import main as cli_main
+from gateway.hooks.manager import collect_adapters, make_plugin_manager
+from gateway.settings.config import Config, ConfigError, parse_config
 from gateway.upstream.pool import join_url
 from tests import loopback
 

@@ -72,7 +72,7 @@ def ollama_plugin(ollama_plugin_build: Path) -> Iterator[Path]:
 async def ollama_sim(ollama_plugin: Path) -> AsyncIterator[OllamaSim]:
     """A simulator started after the plugin is importable, so its entry point adds the Ollama side
     (the session simulator may have started before)."""
-    from gateway.simulator import start_simulator
+    from gateway_simulator import start_simulator
 
     runner = await start_simulator("127.0.0.1", 0)
     yield OllamaSim(f"http://127.0.0.1:{runner.sim_port}")

@@ -13,8 +13,8 @@ import ollama
 import openai
 import pytest
 
-from gateway.context import Gateway
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
+from gateway.runtime.context import Gateway
 from tests.plugins.ollama_support import OLLAMA_MODELS, OllamaGateway, ollama_upstream
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     EmbeddingRequest,
     Finish,
@@ -25,7 +25,7 @@ from gateway.canonical import (
     ToolResultPart,
     UsageReport,
 )
-from gateway.errors import GatewayError, InvalidRequest, ModelNotFound, UpstreamError
+from gateway.runtime.errors import GatewayError, InvalidRequest, ModelNotFound, UpstreamError
 from gateway.wire.frames import FrameTooLarge
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from gateway.ratelimit import Limits, LocalBackend, RedisBackend, Verdict, rate_headers, retry_after
+from gateway.accounts.ratelimit import Limits, LocalBackend, RedisBackend, Verdict, rate_headers, retry_after
 
 
 class Clock:
@@ -53,7 +53,7 @@ async def test_local_tokens_and_refusals_do_not_count() -> None:
 
 
 def test_headers_of_a_served_call() -> None:
-    from gateway.ratelimit import Window
+    from gateway.accounts.ratelimit import Window
 
     verdict = Verdict(allowed=True, requests=Window(10, 7, 59.2), tokens=Window(1000, 0, 75.0))
     headers = {k.decode(): v.decode() for k, v in rate_headers(verdict)}

@@ -10,7 +10,7 @@ import msgspec
 import orjson
 import pytest
 
-from gateway.cli import main
+from gateway.cli.main import main
 
 if TYPE_CHECKING:
     from tests.conftest import GatewayHandle

@@ -31,7 +31,7 @@ def _metric(text: str, line_start: str) -> float:
 async def test_unreachable_redis_follows_the_policy(
         gateway_server: StartGateway, make_config: MakeConfig, caplog: pytest.LogCaptureFixture,
         policy: str) -> None:
-    caplog.set_level(logging.WARNING, logger="gateway.ratelimit")
+    caplog.set_level(logging.WARNING, logger="gateway.accounts.ratelimit")
     began = time.monotonic()
     gw = await gateway_server(make_config(redis=f"redis://127.0.0.1:{free_port()}/0",
                                           ratelimit={"on_redis_error": policy}))
@@ -56,7 +56,7 @@ async def test_unreachable_redis_follows_the_policy(
     assert _metric(metrics, f'gateway_ratelimit_redis_unavailable_total{{decision="{decision}"}}') == 3
     assert _metric(metrics, 'gateway_dependency_up{dependency="redis"}') == 0
     warnings = [r for r in caplog.records
-                if r.name == "gateway.ratelimit" and "Redis unavailable" in r.message]
+                if r.name == "gateway.accounts.ratelimit" and "Redis unavailable" in r.message]
     assert len(warnings) == 1, [r.message for r in warnings]
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gateway.hookspecs import hookimpl
+from gateway.hooks.specs import hookimpl
 from gateway.storage.base import Storage
 from gateway.storage.rows import KeyChanges, SoftLimitCrossing
 
@@ -57,7 +57,7 @@ async def test_key_soft_limit_fires_once_per_crossing(gateway_server: StartGatew
     user = await gw.create_user(quota_usd=10)
     key = await gw.create_key(user["id"], soft_limit_usd=TINY_USD)
     assert key["soft_limit_usd"] == TINY_USD
-    with caplog.at_level(logging.WARNING, logger="gateway.softlimit"):
+    with caplog.at_level(logging.WARNING, logger="gateway.accounts.softlimit"):
         await call(gw, key["key"])
         await alerts.wait_for(1)
     crossing = alerts.seen[0]

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from gateway.relay_call import ClientCall
+from gateway.relay.call import ClientCall
 
 
 def client_call(frontend: Any, body: bytes, *, path_model: str | None = None, stream_hint: bool = False,

@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 from starlette.requests import Request
 
-from gateway.canonical import ChatRequest
-from gateway.relay_call import ClientCall
-from gateway.translation import RequestView
+from gateway.relay.call import ClientCall
+from gateway.relay.canonical import ChatRequest
+from gateway.relay.translation import RequestView
 from gateway.upstream.attempt import UpstreamFailure, upstream_io
 from gateway.upstream.client import AnswerTooLarge
 from translators.chat.frontend import CHAT
@@ -48,7 +48,7 @@ def test_upstream_io_lets_everything_else_through() -> None:
 
 def test_client_errors_are_mapped_in_attempt_only() -> None:
     """The relays and the pool name no HTTP client's exception: ``upstream_io`` is the one mapping."""
-    for name in ("gateway/relay.py", "gateway/relay_stream.py", "gateway/relay_call.py",
+    for name in ("gateway/relay/pipeline.py", "gateway/relay/stream.py", "gateway/relay/call.py",
                  "gateway/upstream/pool.py"):
         tree = ast.parse((ROOT / name).read_text())
         handlers = [ast.unparse(h.type) for h in ast.walk(tree)
@@ -58,7 +58,7 @@ def test_client_errors_are_mapped_in_attempt_only() -> None:
 
 
 def test_the_stream_relay_does_not_import_the_plain_relay() -> None:
-    code = "import sys, gateway.relay_stream; assert 'gateway.relay' not in sys.modules"
+    code = "import sys, gateway.relay.stream; assert 'gateway.relay.pipeline' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 

@@ -12,8 +12,8 @@ import aiohttp
 import openai
 import pytest
 
-from gateway.hookspecs import hookimpl
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
+from gateway.hooks.specs import hookimpl
 
 
 class LogSink:

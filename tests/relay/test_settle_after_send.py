@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.http import body_response
+from gateway.edge.http import body_response
 
 
 async def _noop_receive() -> dict[str, Any]:

@@ -19,7 +19,7 @@ import pytest
 import trustme
 import uvloop
 
-from gateway.config import LimitsConfig, UpstreamTimeouts
+from gateway.settings.config import LimitsConfig, UpstreamTimeouts
 from gateway.upstream.client import AnswerTooLarge, Destination, UpstreamAnswer, UpstreamClient
 from tests.hostile.upstream import PeakRss
 from tests.relay.scripted_upstream import EarlyRefusal, Received, Script, answer_bytes, fixed, serve
@@ -359,7 +359,7 @@ async def test_a_refused_connection_is_a_connector_error() -> None:
 # once, as it is imported): a child process started with SSL_CERT_FILE naming the test CA.
 _TRUSTING_CHILD = """
 import asyncio, sys
-from gateway.config import LimitsConfig, UpstreamTimeouts
+from gateway.settings.config import LimitsConfig, UpstreamTimeouts
 from gateway.upstream.client import Destination, UpstreamClient
 async def main():
     client = UpstreamClient(LimitsConfig())

@@ -36,9 +36,9 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from gateway.auth import Authenticator, redis_channel
-from gateway.config import Config
-from gateway.metering.audit import run_audit
+from gateway.accounts.auth import Authenticator, redis_channel
+from gateway.accounts.metering.audit import run_audit
+from gateway.settings.config import Config
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.migrations import load_migrations

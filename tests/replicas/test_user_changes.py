@@ -13,8 +13,8 @@ import openai
 import pytest
 import pytest_asyncio
 
-from gateway.auth import Authenticator
-from gateway.metering.audit import run_audit
+from gateway.accounts.auth import Authenticator
+from gateway.accounts.metering.audit import run_audit
 from gateway.storage.testing import fresh_database
 
 if TYPE_CHECKING:

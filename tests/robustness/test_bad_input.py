@@ -47,7 +47,7 @@ import pytest
 import pytest_asyncio
 import yarl
 
-from gateway.simulator.textgen import signature_for
+from gateway_simulator.textgen import signature_for
 from translators.v1beta.simulator import thought_signature
 
 ADMIN_KEY = "admin-test-key"  # the admin key of the test config (tests/conftest.py)

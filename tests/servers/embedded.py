@@ -1,9 +1,9 @@
 """Serve an app in the test's own event loop on any supported ASGI server: what the ``gateway_server``
 fixture (tests/conftest.py) runs the suite's gateways on. The server is ``GATEWAY_TEST_SERVER``,
-by default the one ``gateway serve`` uses (gateway.servers.DEFAULT_SERVER), so that the suite
+by default the one ``gateway serve`` uses (gateway.server.servers.DEFAULT_SERVER), so that the suite
 tests the server users get (granian); ``GATEWAY_TEST_SERVER=uvicorn make test`` or ``=hypercorn``
 runs it on another. Each server gets the request-head limits ``gateway serve`` gives it
-(``gateway.server_config``), from the app's ``limits.header_timeout_s`` and
+(``gateway.server.options``), from the app's ``limits.header_timeout_s`` and
 ``limits.request_head_bytes``. uvicorn and hypercorn are imported only when chosen (optional extras)."""
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway import server_config
-from gateway.servers import DEFAULT_SERVER, SERVERS, ServerLimits, not_installed
+from gateway.server import options as server_config
+from gateway.server.servers import DEFAULT_SERVER, SERVERS, ServerLimits, not_installed
 
 Stop = Callable[[], Awaitable[None]]
 GRACEFUL_S = 5.0
 
 
 # Servers whose request-head deadline (limits.header_timeout_s) holds for a head that never
-# completes: uvicorn has none (gateway.server_config).
+# completes: uvicorn has none (gateway.server.options).
 HEAD_DEADLINE_SERVERS = ("granian", "hypercorn")
 
 

@@ -11,7 +11,7 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.app import create_app
+from gateway.edge.app import create_app
 from tests.conftest import MakeConfig
 from tests.servers import embedded
 

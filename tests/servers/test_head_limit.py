@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.servers import ServerLimits
+from gateway.server.servers import ServerLimits
 from tests.hardening.conftest import raw_http, split_response
 from tests.servers import embedded
 

@@ -21,7 +21,7 @@ import openai
 import pytest
 import yaml
 
-from gateway.servers import DEFAULT_SERVER, SERVERS, not_installed
+from gateway.server.servers import DEFAULT_SERVER, SERVERS, not_installed
 from tests.servers import embedded
 from tests.serving import free_port, serve_env, stop, wait_healthy
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the root conftest is not importable as a module under pytes
 pytestmark = pytest.mark.slow
 
 ADMIN = "admin-servers-test"
-H2C_SERVERS = ("hypercorn",)  # granian is served HTTP/1-only (gateway.server_config)
+H2C_SERVERS = ("hypercorn",)  # granian is served HTTP/1-only (gateway.server.options)
 CALLS = 12  # concurrent chat calls, spread over the workers
 
 

@@ -6,7 +6,7 @@ Found (granian 2.8, uvicorn 0.54 with h11, hypercorn 0.18): all three follow Tra
 RFC 9112, 6.1, allows). Granian then closes the connection after its answer (``Connection:
 close``), as the RFC requires, so what follows is never read; uvicorn and hypercorn (h11) keep the
 connection open and serve what follows as a second request. Neither offers an option against it
-(``gateway.server_config``). Pinned here, so that an upgrade that changes it is noticed; the
+(``gateway.server.options``). Pinned here, so that an upgrade that changes it is noticed; the
 gateway's own hostile-client tests (``tests/hostile/test_hostile_client.py``) hold granian to it.
 """
 
@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.servers import ServerLimits
+from gateway.server.servers import ServerLimits
 from tests.hardening.conftest import raw_http
 from tests.servers import embedded
 

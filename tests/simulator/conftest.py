@@ -11,8 +11,8 @@ import pytest_asyncio
 from google import genai
 from google.genai import types
 
-from gateway.simulator import start_simulator
-from gateway.simulator.server import SimulatorRunner
+from gateway_simulator import start_simulator
+from gateway_simulator.server import SimulatorRunner
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

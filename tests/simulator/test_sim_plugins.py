@@ -13,10 +13,10 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from gateway.hookspecs import hookimpl
-from gateway.simulator import start_simulator
-from gateway.simulator.server import SimulatorRunner
-from gateway.simulator.toolkit import (
+from gateway.hooks.specs import hookimpl
+from gateway_simulator import start_simulator
+from gateway_simulator.server import SimulatorRunner
+from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
     SimVendor,
@@ -142,7 +142,7 @@ def test_sides_come_from_the_hook_only(monkeypatch: pytest.MonkeyPatch) -> None:
         warnings.simplefilter("error")  # pytest's config lets aiohttp deprecations pass; not here
         full = _paths(create_app(extra_plugins=(EchoPlugin(),), load_entrypoints=False))
     assert {"/v1/chat/completions", "/v1/messages", "/v1beta/models/{tail}", "/echo/say"} <= full
-    monkeypatch.setattr("gateway.plugins.DEFAULT_PLUGINS", ())
+    monkeypatch.setattr("gateway.hooks.manager.DEFAULT_PLUGINS", ())
     bare = _paths(create_app(extra_plugins=(EchoPlugin(),), load_entrypoints=False))
     assert bare == {"/healthz", "/_sim/requests", "/echo/say", "/v1/models"}
 

@@ -1,5 +1,5 @@
 """The simulator core names no upstream API: no vendor header, path or error envelope appears in
-``gateway/simulator/`` and it imports no translator; every side comes from a plugin's hook."""
+``gateway_simulator/`` and it imports no translator; every side comes from a plugin's hook."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[2] / "gateway" / "simulator"
+CORE = Path(__file__).resolve().parents[2] / "gateway_simulator"
 FORBIDDEN = (
     # credential and version headers
     "x-api-key", "anthropic-version", "anthropic-beta", "x-goog-api-key", "openai-", "x-goog-",

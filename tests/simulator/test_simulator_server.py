@@ -9,7 +9,7 @@ import aiohttp
 import openai
 import pytest
 
-from gateway.simulator import SimulatorSettings, start_simulator
+from gateway_simulator import SimulatorSettings, start_simulator
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 

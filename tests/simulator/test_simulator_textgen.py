@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from gateway.simulator import textgen as tg
+from gateway_simulator import textgen as tg
 
 
 def test_count_tokens_rule() -> None:
@@ -52,7 +52,7 @@ def test_schema_args_and_embeddings() -> None:
 
 
 def test_serve_forever_stops_on_sigterm() -> None:
-    code = "from gateway.simulator import serve_simulator_forever; serve_simulator_forever('127.0.0.1', 0)"
+    code = "from gateway_simulator import serve_simulator_forever; serve_simulator_forever('127.0.0.1', 0)"
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
     try:

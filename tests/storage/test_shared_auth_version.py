@@ -12,10 +12,10 @@ from typing import Any
 import openai
 import pytest
 
-from gateway.auth import Authenticator
-from gateway.errors import InvalidApiKey
-from gateway.metering.meter import Meter
-from gateway.records import KeyRecord, Principal
+from gateway.accounts.auth import Authenticator
+from gateway.accounts.metering.meter import Meter
+from gateway.accounts.records import KeyRecord, Principal
+from gateway.runtime.errors import InvalidApiKey
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.rows import KeyChanges

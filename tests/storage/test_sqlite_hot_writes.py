@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from gateway.records import KeyRecord
+from gateway.accounts.records import KeyRecord
 from gateway.storage import open_storage
 from gateway.storage.rows import Reservation, Settlement
 from gateway.storage.sqlite import SqliteStorage

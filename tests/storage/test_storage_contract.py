@@ -8,7 +8,7 @@ import time
 import msgspec
 import pytest
 
-from gateway.records import RequestLog
+from gateway.accounts.records import RequestLog
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.migrations import load_migrations

@@ -10,7 +10,7 @@ from pathlib import Path
 import aiosqlite
 import asyncpg
 
-from gateway.records import KeyRecord
+from gateway.accounts.records import KeyRecord
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.postgres import numbered, split_pool_options

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from gateway.config import LimitsConfig
+from gateway.settings.config import LimitsConfig
 from tests.stress.harness import gateway, percentile, rss_of
 
 LIMIT = 32 * 1024 * 1024

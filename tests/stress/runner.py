@@ -18,8 +18,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.hookspecs import hookimpl
-from gateway.http import json_response
+from gateway.edge.http import json_response
+from gateway.hooks.specs import hookimpl
 
 
 def stats() -> dict[str, int]:
@@ -52,14 +52,14 @@ CONFIG_ENV = "GATEWAY_STRESS_CONFIG"
 
 def app_factory() -> Any:
     """The app, in the serving process."""
-    from gateway.serve import serving_app
+    from gateway.server.serve import serving_app
 
     return serving_app(os.environ[CONFIG_ENV], extra_plugins=(StressProbe(),), load_entrypoints=False)
 
 
 def main(config_path: str, port: int) -> int:
-    """Served as ``gateway serve`` serves: on the default server (``gateway.servers``)."""
-    from gateway.servers import DEFAULT_SERVER, Listen, run
+    """Served as ``gateway serve`` serves: on the default server (``gateway.server.servers``)."""
+    from gateway.server.servers import DEFAULT_SERVER, Listen, run
 
     os.environ[CONFIG_ENV] = os.path.abspath(config_path)
     return run(DEFAULT_SERVER, "tests.stress.runner:app_factory", Listen("127.0.0.1", port, graceful_s=5.0))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from gateway.storage.testing import database_url, pg_database
 from tests.conftest import GatewayHandle, MakeConfig, Reply, StartGateway
 

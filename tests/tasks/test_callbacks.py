@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from gateway.tasks import engine_of
 from gateway.tasks.callbacks import CallbackSender, Delivery
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination

@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.config import Config, UpstreamConfig
-from gateway.context import Gateway
-from gateway.hookspecs import hookimpl
-from gateway.http import endpoint, get_gateway, json_response, read_json_body, request_id
+from gateway.edge.http import endpoint, get_gateway, json_response, read_json_body, request_id
+from gateway.hooks.specs import hookimpl
+from gateway.runtime.context import Gateway
+from gateway.settings.config import Config, UpstreamConfig
 from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Snapshot, Submitted, engine_of
 from gateway.tasks.family import Phase

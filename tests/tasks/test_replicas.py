@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from gateway.storage import open_storage
 from gateway.storage.rows import DURABLE_HOLDER, Reservation, TaskRecord
 from gateway.tasks import Snapshot, engine_of

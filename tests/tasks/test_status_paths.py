@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.config import Config
+from gateway.settings.config import Config
 from tests.conftest import GatewayHandle, StartGateway
 from tests.tasks.helpers import (
     PRICE_NANO,

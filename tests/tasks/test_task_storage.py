@@ -8,7 +8,7 @@ import asyncio
 import secrets
 import time
 
-from gateway.records import Principal
+from gateway.accounts.records import Principal
 from gateway.storage.base import Storage
 from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
 from gateway.storage.testing import NewPrincipal, new_principal, storage

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from gateway.canonical import ChatRequest, ChatResponse, Message, StreamEvent, TextPart, Thinking
-from gateway.config import LimitsConfig
+from gateway.relay.canonical import ChatRequest, ChatResponse, Message, StreamEvent, TextPart, Thinking
+from gateway.settings.config import LimitsConfig
 from translators.chat.adapter import ChatAdapter
 from translators.chat.request import decode_chat_request
 from translators.chat.response import ChatStreamEncoder, encode_chat_response

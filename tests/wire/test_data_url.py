@@ -8,8 +8,8 @@ import random
 import orjson
 import pytest
 
-from gateway.canonical import DocumentPart, ImagePart, TextPart
-from gateway.errors import InvalidRequest
+from gateway.relay.canonical import DocumentPart, ImagePart, TextPart
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.data_url import DataURL, DataURLError, data_url, inline_data, parse_data_url
 from translators.chat.request import decode_chat_request
 from translators.messages.upstream import _image as messages_image  # the adapter's image block

@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from gateway.canonical import ChatRequest
-from gateway.errors import InvalidRequest
+from gateway.relay.canonical import ChatRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.decode import decode, decode_body, field_error
 from translators.chat.request import decode_chat_request
 from translators.messages import request as messages_request

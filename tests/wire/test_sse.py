@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.canonical import ChatRequest, StreamStart
+from gateway.relay.canonical import ChatRequest, StreamStart
 from gateway.wire.frames import FrameTooLarge
 from gateway.wire.sse import EventBlocks, SSEEvent, SSEParser, complete_end, event_data, split_events
 from translators.chat.fastpath import FastStream

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hookspecs import hookimpl
+from gateway.hooks.specs import hookimpl
 from translators.audio.family import WIRE_FAMILY
 
 if TYPE_CHECKING:
     from aiohttp import web
     from starlette.routing import BaseRoute
 
-    from gateway.context import Gateway
-    from gateway.families import WireFamily
+    from gateway.relay.families import WireFamily
+    from gateway.runtime.context import Gateway
 
 
 @hookimpl

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import msgspec
 
-from gateway.money import TokenPrices, scaled_cost
+from gateway.accounts.money import TokenPrices, scaled_cost
 from gateway.wire.audio_duration import AudioProbe, fallback_seconds, upper_bound_seconds
 
 

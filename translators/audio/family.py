@@ -5,8 +5,8 @@ speech takes a JSON body: the JSON limit."""
 
 from __future__ import annotations
 
-from gateway.config import LimitsConfig
-from gateway.families import MULTIPART_SLACK, BearerFamily
+from gateway.relay.families import MULTIPART_SLACK, BearerFamily
+from gateway.settings.config import LimitsConfig
 
 FAMILY = "audio"
 PREFIX = "/v1/audio/"

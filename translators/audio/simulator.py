@@ -23,8 +23,10 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.errors import InvalidRequest
-from gateway.simulator.toolkit import (
+from gateway.runtime.errors import InvalidRequest
+from gateway.wire.audio_duration import AudioProbe
+from gateway.wire.multipart import MultipartReader, PartData, PartStart, boundary_of
+from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
     Faults,
@@ -35,8 +37,6 @@ from gateway.simulator.toolkit import (
     json_response,
     textgen,
 )
-from gateway.wire.audio_duration import AudioProbe
-from gateway.wire.multipart import MultipartReader, PartData, PartStart, boundary_of
 
 _FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
 _DIRECTIVE = re.compile(r"\[\[duration:(\d+(?:\.\d+)?)\]\]")

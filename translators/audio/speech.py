@@ -19,11 +19,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.errors import GatewayError, InvalidRequest
-from gateway.http import decode_body, get_gateway, read_json_body
-from gateway.records import Outcome
-from gateway.relay_call import CallContext
-from gateway.translation import UpstreamCall
+from gateway.accounts.records import Outcome
+from gateway.edge.http import decode_body, get_gateway, read_json_body
+from gateway.relay.call import CallContext
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import GatewayError, InvalidRequest
 from gateway.upstream.attempt import UpstreamFailure, attempt, start_stream, upstream_io
 from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target

@@ -17,12 +17,12 @@ import time
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from gateway.context import Gateway
-from gateway.errors import GatewayError, UpstreamError
-from gateway.http import arrived, error_response, get_gateway, request_id
-from gateway.records import Principal
-from gateway.relay_call import CallContext
-from gateway.translation import UpstreamCall
+from gateway.accounts.records import Principal
+from gateway.edge.http import arrived, error_response, get_gateway, request_id
+from gateway.relay.call import CallContext
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.context import Gateway
+from gateway.runtime.errors import GatewayError, UpstreamError
 from gateway.upstream.attempt import attempt, read_body
 from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target

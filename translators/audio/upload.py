@@ -22,7 +22,7 @@ from typing import IO
 
 from starlette.requests import ClientDisconnect, Request
 
-from gateway.errors import InvalidRequest, RequestTooLarge
+from gateway.runtime.errors import InvalidRequest, RequestTooLarge
 from gateway.wire.audio_duration import AudioProbe
 from gateway.wire.multipart import MultipartReader, PartData, PartEnd, PartStart, boundary_of
 from translators.audio.form import MAX_FIELD_BYTES, check_filename

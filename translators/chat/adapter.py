@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -40,10 +40,10 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.config import LimitsConfig
-from gateway.errors import UpstreamError
-from gateway.secrets_scrub import scrub_secrets
-from gateway.translation import UpstreamCall
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import UpstreamError
+from gateway.runtime.secrets_scrub import scrub_secrets
+from gateway.settings.config import LimitsConfig
 from gateway.wire.data_url import data_url
 from translators.chat.azure import AZURE
 from translators.chat.embeddings import base64_to_floats

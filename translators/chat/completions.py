@@ -16,7 +16,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from gateway.canonical import (
+from gateway.relay.call import ClientCall
+from gateway.relay.canonical import (
     ChatRequest,
     ChatResponse,
     Finish,
@@ -27,8 +28,7 @@ from gateway.canonical import (
     TextPart,
     UsageReport,
 )
-from gateway.errors import InvalidRequest
-from gateway.relay_call import ClientCall
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.decode import decode
 from translators.chat.fastpath import ChatView, OpenAIFastPath
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id

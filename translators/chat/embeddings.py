@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from gateway.canonical import EmbeddingRequest, EmbeddingResponse, Usage
-from gateway.errors import InvalidRequest
-from gateway.translation import UpstreamCall
+from gateway.relay.canonical import EmbeddingRequest, EmbeddingResponse, Usage
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.decode import decode, field_error
 from translators.chat.fastpath import read_usage, replace_model
 from translators.chat.validation import require

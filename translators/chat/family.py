@@ -1,11 +1,11 @@
-"""The chat family as the core sees it (``gateway.families.WireFamily``): a Bearer credential, the
+"""The chat family as the core sees it (``gateway.relay.families.WireFamily``): a Bearer credential, the
 paths it serves, and the gateway's default envelope (the OpenAI shape is the default one)."""
 
 from __future__ import annotations
 
 import re
 
-from gateway.families import BearerFamily
+from gateway.relay.families import BearerFamily
 
 _PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 _MODELS = "/v1/models"

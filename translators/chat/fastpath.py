@@ -20,12 +20,12 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.canonical import ChatRequest, Message, TextPart, Usage
-from gateway.config import LimitsConfig
-from gateway.errors import InvalidRequest
-from gateway.relay_call import ClientCall
-from gateway.tokens import body_token_bound
-from gateway.translation import RequestView, UpstreamCall
+from gateway.relay.call import ClientCall
+from gateway.relay.canonical import ChatRequest, Message, TextPart, Usage
+from gateway.relay.tokens import body_token_bound
+from gateway.relay.translation import RequestView, UpstreamCall
+from gateway.runtime.errors import InvalidRequest
+from gateway.settings.config import LimitsConfig
 from gateway.wire.decode import decode, field_error
 from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import EventBlocks, event_data, split_events

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from gateway.canonical import ChatRequest, ChatResponse
-from gateway.errors import InvalidRequest
-from gateway.relay_call import ClientCall
+from gateway.relay.call import ClientCall
+from gateway.relay.canonical import ChatRequest, ChatResponse
+from gateway.runtime.errors import InvalidRequest
 from translators.chat.fastpath import ChatView, OpenAIFastPath
 from translators.chat.request import decode_chat_request
 from translators.chat.response import ChatStreamEncoder, encode_chat_response

@@ -6,9 +6,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.config import ModelConfig
-from gateway.errors import ModelNotFound
-from gateway.http import endpoint, get_gateway, json_response
+from gateway.edge.http import endpoint, get_gateway, json_response
+from gateway.runtime.errors import ModelNotFound
+from gateway.settings.config import ModelConfig
 
 
 def _model_object(model: ModelConfig) -> dict[str, object]:

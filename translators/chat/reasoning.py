@@ -4,14 +4,14 @@ The gateway uses ``reasoning_details``, the shape OpenRouter defined and LiteLLM
 a ``reasoning.text`` entry holds a signed thought (its text and ``signature``), a
 ``reasoning.encrypted`` entry opaque reasoning (``data``), and ``format`` names the issuer. State
 goes out as its upstream issued it; a client that hands the entries back on its assistant message
-gets that state to the upstream unchanged (``gateway.reasoning_state`` keeps other upstreams from
+gets that state to the upstream unchanged (``gateway.relay.reasoning_state`` keeps other upstreams from
 seeing it). ``reasoning_content`` keeps carrying the readable text.
 """
 
 from __future__ import annotations
 
-from gateway.canonical import ThinkingPart
-from gateway.reasoning_state import from_client, state_of, unseal
+from gateway.relay.canonical import ThinkingPart
+from gateway.relay.reasoning_state import from_client, state_of, unseal
 from translators.chat.wire import ReasoningDetail
 from translators.chat.wire_out import OutReasoningDetail
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     DocumentPart,
     ImagePart,
@@ -36,7 +36,7 @@ from gateway.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.data_url import DataURL, DataURLError, parse_data_url
 from gateway.wire.decode import decode
 from translators.chat.reasoning import thinking_parts

@@ -12,7 +12,7 @@ from __future__ import annotations
 import orjson
 from msgspec import UNSET, UnsetType
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     ChatResponse,
     Finish,
@@ -28,7 +28,7 @@ from gateway.canonical import (
     ToolCallPart,
     UsageReport,
 )
-from gateway.families import native_type
+from gateway.relay.families import native_type
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
 from translators.chat.reasoning import DetailCollector, details
 from translators.chat.wire_out import (

@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.simulator.toolkit import BadRequest, Ctx
-from gateway.simulator.toolkit import textgen as tg
+from gateway_simulator.toolkit import BadRequest, Ctx
+from gateway_simulator.toolkit import textgen as tg
 
 
 def sse(obj: Any) -> bytes:

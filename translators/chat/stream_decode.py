@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     Finish,
     PartStart,
@@ -26,7 +26,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.secrets_scrub import scrub_secrets
+from gateway.runtime.secrets_scrub import scrub_secrets
 from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import SSEParser
 from translators.chat.mapping import now, stop_reason, usage_from_wire, wire_id

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 
 
 def unknown_fields(top: dict[str, msgspec.Raw], known: frozenset[str]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.storage.rows import TaskRecord
 from translators.imagetask.wire import Button
 

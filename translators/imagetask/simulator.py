@@ -25,8 +25,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.hookspecs import hookimpl
-from gateway.simulator.toolkit import (
+from gateway.hooks.specs import hookimpl
+from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
     SimVendor,

@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from gateway.config import UpstreamConfig
-from gateway.errors import UpstreamError, UpstreamHTTPError
-from gateway.secrets_scrub import scrub_secrets
+from gateway.runtime.errors import UpstreamError, UpstreamHTTPError
+from gateway.runtime.secrets_scrub import scrub_secrets
+from gateway.settings.config import UpstreamConfig
 from gateway.storage.rows import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.data_url import DataURLError, parse_data_url
 
 MAX_PROMPT = 8192

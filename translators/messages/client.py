@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from starlette.datastructures import Headers
 
-from gateway.canonical import ChatRequest, ChatResponse, Usage
-from gateway.config import LimitsConfig
-from gateway.reasoning_state import holds_sealed
-from gateway.relay_call import ClientCall
-from gateway.translation import RequestView, UpstreamCall
+from gateway.relay.call import ClientCall
+from gateway.relay.canonical import ChatRequest, ChatResponse, Usage
+from gateway.relay.reasoning_state import holds_sealed
+from gateway.relay.translation import RequestView, UpstreamCall
+from gateway.settings.config import LimitsConfig
 from translators.messages import fastpath, request, response
 from translators.messages.stream_encode import MessagesStreamEncoder
 from translators.messages.upstream import MessagesAdapter
@@ -48,7 +48,7 @@ class MessagesFrontend:
     # --- same-format fast path -------------------------------------------------------------------
 
     def fast_request(self, call: ClientCall) -> UpstreamCall:
-        if holds_sealed(call.body):  # another format's reasoning state: see gateway.reasoning_state
+        if holds_sealed(call.body):  # another format's reasoning state: see gateway.relay.reasoning_state
             return MessagesAdapter().build_request(call.canonical(), call.upstream_model or call.view.model)
         return fastpath.fast_request(call.body, call.view, call.upstream_model or call.view.model,
                                      beta_header(call.headers))

@@ -1,4 +1,4 @@
-"""The message family as the core sees it (``gateway.families.WireFamily``): its key header (or a
+"""The message family as the core sees it (``gateway.relay.families.WireFamily``): its key header (or a
 Bearer token), the required date-form version header, ``/v1/messages*`` and its error envelope
 ``{"type": "error", "error": {"type", "message", "code"}}``."""
 
@@ -10,9 +10,9 @@ import re
 import orjson
 from starlette.requests import HTTPConnection
 
-from gateway.config import LimitsConfig
-from gateway.errors import GatewayError, InvalidRequest
-from gateway.families import BEARER, CredentialPlace, bearer_token, native_type
+from gateway.relay.families import BEARER, CredentialPlace, bearer_token, native_type
+from gateway.runtime.errors import GatewayError, InvalidRequest
+from gateway.settings.config import LimitsConfig
 
 PATH_PREFIX = "/v1/messages"
 KEY_HEADER = "x-api-key"

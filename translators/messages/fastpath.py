@@ -19,8 +19,8 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.canonical import Usage
-from gateway.translation import RequestView, UpstreamCall
+from gateway.relay.canonical import Usage
+from gateway.relay.translation import RequestView, UpstreamCall
 from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import EventBlocks, SSEEvent, SSEParser, event_data, split_events
 from translators.messages import wire

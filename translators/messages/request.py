@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     CacheControl,
     ChatRequest,
     DocumentPart,
@@ -45,10 +45,10 @@ from gateway.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.errors import InvalidRequest
-from gateway.reasoning_state import from_client
-from gateway.tokens import body_token_bound
-from gateway.translation import RequestView
+from gateway.relay.reasoning_state import from_client
+from gateway.relay.tokens import body_token_bound
+from gateway.relay.translation import RequestView
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.decode import decode as decode_wire
 from gateway.wire.decode import decode_body
 from translators.messages import wire

@@ -3,7 +3,7 @@
 Content blocks keep the canonical order, which every upstream produces as thinking, then text,
 then tool calls (the order spec 4.7 rule 2 asks for). Thinking from an upstream that does not sign
 its reasoning is sent with an empty ``signature`` (the field is required by the SDKs); another
-protocol's signature or redacted thinking goes sealed in ``signature`` (``gateway.reasoning_state``).
+protocol's signature or redacted thinking goes sealed in ``signature`` (``gateway.relay.reasoning_state``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     ChatResponse,
     Part,
@@ -22,7 +22,7 @@ from gateway.canonical import (
     ThinkingPart,
     ToolCallPart,
 )
-from gateway.reasoning_state import for_client
+from gateway.relay.reasoning_state import for_client
 from translators.messages.mapping import stop_reason_out, usage_out
 
 FAMILY = "messages"

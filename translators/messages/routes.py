@@ -1,9 +1,9 @@
 """The family's two endpoints: ``POST /v1/messages`` and ``POST /v1/messages/count_tokens``.
 
 ``count_tokens`` forwards the request to an upstream of the model that speaks this protocol, whose
-exact count is the answer; when none offers one, the gateway's estimator (``gateway.tokens``, a
+exact count is the answer; when none offers one, the gateway's estimator (``gateway.relay.tokens``, a
 deliberate over-estimate) answers instead. ``X-Gateway-Token-Count`` says which
-(``gateway.token_count``); nothing is charged either way. The caller must be allowed the model
+(``gateway.relay.token_count``); nothing is charged either way. The caller must be allowed the model
 (401/403/404 exactly as for ``/v1/messages``); ``max_tokens`` is not required there.
 """
 
@@ -14,13 +14,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.http import endpoint, get_gateway, read_json_body, request_id
-from gateway.offload import off_process
-from gateway.openapi import documented
-from gateway.ratelimit import admit_call
-from gateway.token_count import count_answer, upstream_count
-from gateway.tokens import estimate_request_tokens
-from gateway.translation import RequestView, UpstreamCall
+from gateway.accounts.ratelimit import admit_call
+from gateway.edge.http import endpoint, get_gateway, read_json_body, request_id
+from gateway.edge.openapi import documented
+from gateway.relay.offload import off_process
+from gateway.relay.token_count import count_answer, upstream_count
+from gateway.relay.tokens import estimate_request_tokens
+from gateway.relay.translation import RequestView, UpstreamCall
 from gateway.upstream.pool import Target
 from translators.messages import fastpath
 from translators.messages import request as request_decoder
@@ -33,7 +33,7 @@ COUNT_PATH = "/v1/messages/count_tokens"
 
 @documented("Create a message", request=MessagesRequest, stream=True)
 async def create_message(request: Request) -> Response:
-    from gateway.relay import serve_generate  # the pipeline imports the plugins, not the reverse
+    from gateway.relay.pipeline import serve_generate  # the pipeline imports the plugins, not the reverse
 
     return await serve_generate(request, MESSAGES)
 
@@ -44,7 +44,7 @@ async def count_tokens(request: Request) -> Response:
     gateway = get_gateway(request)
     principal = await gateway.auth.authenticate(request, "messages")
     body = await read_json_body(request)
-    # Decoded and counted in the app's body process when large (gateway.offload): only the two
+    # Decoded and counted in the app's body process when large (gateway.relay.offload): only the two
     # figures come back, the time and the memory of the decoding stay there.
     model, tokens = await off_process(request, len(body), _count, body)
     gateway.catalogue.check(principal, model)

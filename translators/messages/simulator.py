@@ -3,7 +3,7 @@ credential (``x-api-key``), required ``anthropic-version`` header, error envelop
 and the endpoints ``/v1/messages`` (plain / streaming), ``/v1/messages/count_tokens`` and
 ``/v1/models[/{id}]``. Those two model paths are shared with the chat side: this side claims the
 requests that carry its credential or version header. Thinking is signed as the vendor signs it
-(``gateway.simulator.reasoning_state``), a prompt holding the vendor's test string also gets
+(``gateway_simulator.reasoning_state``), a prompt holding the vendor's test string also gets
 redacted thinking, and thinking handed back with another signature or data is refused (400)."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.hookspecs import hookimpl
-from gateway.simulator import reasoning_state as rs
-from gateway.simulator.toolkit import (
+from gateway.hooks.specs import hookimpl
+from gateway_simulator import reasoning_state as rs
+from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
     SimVendor,
@@ -30,7 +30,7 @@ from gateway.simulator.toolkit import (
     endpoint,
     json_response,
 )
-from gateway.simulator.toolkit import textgen as tg
+from gateway_simulator.toolkit import textgen as tg
 
 # The vendor's documented test string: a prompt holding it gets redacted thinking back.
 REDACT_TRIGGER = "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_46C9A13E193C177646C7398A98432ECCCE4C1253"

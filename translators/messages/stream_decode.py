@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Finish,
     PartStart,
     PartStop,
@@ -34,7 +34,7 @@ from gateway.canonical import (
     ToolArgsDelta,
     UsageReport,
 )
-from gateway.secrets_scrub import scrub_secrets
+from gateway.runtime.secrets_scrub import scrub_secrets
 from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import SSEEvent, SSEParser
 from translators.messages import wire

@@ -16,7 +16,7 @@ the encoder does not rely on it, so that any upstream's events come out well-for
 no open block opens one, a new block closes the open one, and ``message_delta`` closes whatever is
 still open. Events of candidates other than the first are dropped (the protocol has no ``n``).
 Another protocol's signature (or redacted thinking) goes sealed in the block's one ``signature_delta``,
-sent when the block closes, once the text the seal holds is complete (``gateway.reasoning_state``).
+sent when the block closes, once the text the seal holds is complete (``gateway.relay.reasoning_state``).
 ``message_delta`` waits for the usage report (it follows Finish in canonical streams) or for
 ``close``, whichever comes first.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     Finish,
     PartStart,
@@ -41,8 +41,8 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.families import native_type
-from gateway.reasoning_state import seal
+from gateway.relay.families import native_type
+from gateway.relay.reasoning_state import seal
 from translators.messages.mapping import stop_reason_out, usage_out
 from translators.messages.response import FAMILY, message_id
 

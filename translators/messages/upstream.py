@@ -13,7 +13,7 @@ Canonical -> wire choices worth knowing:
 * Empty text parts are left out (the protocol refuses empty text blocks).
 * Thinking parts without a signature of this protocol (reasoning from another vendor, replayed by
   the client) are dropped: the protocol refuses unsigned thinking blocks; signatures and redacted
-  thinking go back exactly as the upstream issued them (``gateway.reasoning_state``).
+  thinking go back exactly as the upstream issued them (``gateway.relay.reasoning_state``).
 * Consecutive messages of one role are merged (the protocol wants alternation); empty ones dropped.
 * ``response_format`` json_schema -> ``output_config.format``; ``json_object`` has no equivalent and
   is left out. ``seed``, penalties, ``logprobs`` and ``n`` have none either.
@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -47,10 +47,10 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.config import LimitsConfig
-from gateway.errors import InvalidRequest, UpstreamError
-from gateway.reasoning_state import for_upstream
-from gateway.translation import UpstreamCall
+from gateway.relay.reasoning_state import for_upstream
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import InvalidRequest, UpstreamError
+from gateway.settings.config import LimitsConfig
 from gateway.wire.data_url import inline_data
 from translators.messages import wire
 from translators.messages.mapping import stop_reason_in, thinking_share, usage_in

@@ -9,7 +9,7 @@ Two kinds of Structs live here:
   event, so that a response is never decoded further than necessary.
 
 Decoders are built once, at module level. (The two client-request Structs are decoded through
-``gateway.http.decode_body``, whose errors name the field.)
+``gateway.edge.http.decode_body``, whose errors name the field.)
 """
 
 from __future__ import annotations

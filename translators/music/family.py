@@ -1,9 +1,9 @@
-"""Music tasks as the core sees them (``gateway.families.WireFamily``): everything under
+"""Music tasks as the core sees them (``gateway.relay.families.WireFamily``): everything under
 ``/music``, a Bearer credential and the default (OpenAI-style) envelope of CONTRACT 5."""
 
 from __future__ import annotations
 
-from gateway.families import BearerFamily
+from gateway.relay.families import BearerFamily
 
 PREFIX = "/music"
 

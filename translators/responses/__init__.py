@@ -27,15 +27,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hookspecs import hookimpl
+from gateway.hooks.specs import hookimpl
 from translators.responses.family import WIRE_FAMILY
 from translators.responses.simulator import gateway_simulator_routes as gateway_simulator_routes
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-    from gateway.context import Gateway
-    from gateway.families import WireFamily
+    from gateway.relay.families import WireFamily
+    from gateway.runtime.context import Gateway
 
 
 @hookimpl

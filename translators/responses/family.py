@@ -1,10 +1,10 @@
-"""The Responses family as the core sees it (``gateway.families.WireFamily``): ``/v1/responses``
+"""The Responses family as the core sees it (``gateway.relay.families.WireFamily``): ``/v1/responses``
 and everything below it, a Bearer credential (no version header), the OpenAI-style envelope, and
 JSON bodies (``limits.json_body_bytes``)."""
 
 from __future__ import annotations
 
-from gateway.families import BearerFamily
+from gateway.relay.families import BearerFamily
 
 PREFIX = "/v1/responses"
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     DocumentPart,
     ImagePart,
@@ -37,8 +37,8 @@ from gateway.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.errors import InvalidRequest
-from gateway.reasoning_state import from_client
+from gateway.relay.reasoning_state import from_client
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.data_url import DataURL, DataURLError, parse_data_url
 from translators.responses.response import FAMILY
 from translators.responses.wire import (

@@ -16,11 +16,11 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import Usage
-from gateway.errors import UpstreamError
-from gateway.reasoning_state import unseal
-from gateway.tokens import estimate_text_tokens
-from gateway.translation import UpstreamCall
+from gateway.relay.canonical import Usage
+from gateway.relay.reasoning_state import unseal
+from gateway.relay.tokens import estimate_text_tokens
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import UpstreamError
 from gateway.wire.frames import MAX_FRAME_BYTES
 from gateway.wire.sse import SSEParser
 from translators.responses.request import ClientRequest

@@ -1,8 +1,8 @@
 """``POST /v1/responses``: one call from the client's body to the stored, metered answer.
 
-The steps are the core pipeline's (``gateway.relay``): authenticate, decode, admit the model,
+The steps are the core pipeline's (``gateway.relay.pipeline``): authenticate, decode, admit the model,
 reserve the worst case, try the upstreams in routing order (``gateway.upstream.attempt``), relay
-(``gateway.relay_stream.StreamRelay`` for streams), settle exactly once. What this family adds
+(``gateway.relay.stream.StreamRelay`` for streams), settle exactly once. What this family adds
 around them, which is why it drives the steps itself instead of calling ``serve_generate``:
 
 * the conversation of ``previous_response_id`` is rebuilt from storage first (refused with 400
@@ -21,15 +21,15 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.canonical import ChatRequest, Usage
-from gateway.context import Gateway
-from gateway.errors import GatewayError, InvalidRequest, UpstreamError
-from gateway.http import arrived, error_response, get_gateway, read_json_body, request_id
-from gateway.offload import off_loop
-from gateway.relay_call import CallContext
-from gateway.relay_stream import open_relay
-from gateway.tokens import estimate_body_tokens, estimate_parts_tokens, estimate_request_tokens
-from gateway.translation import UpstreamCall
+from gateway.edge.http import arrived, error_response, get_gateway, read_json_body, request_id
+from gateway.relay.call import CallContext
+from gateway.relay.canonical import ChatRequest, Usage
+from gateway.relay.offload import off_loop
+from gateway.relay.stream import open_relay
+from gateway.relay.tokens import estimate_body_tokens, estimate_parts_tokens, estimate_request_tokens
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.context import Gateway
+from gateway.runtime.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.upstream.attempt import attempt, read_body
 from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
@@ -79,7 +79,7 @@ async def create_response(request: Request) -> Response:
         principal = await gw.auth.authenticate(request, FAMILY)
         body = await read_json_body(request)
         # A large body is decoded, and below translated and counted, in the body-work thread
-        # (gateway.offload): on the event loop it would stall every other request.
+        # (gateway.relay.offload): on the event loop it would stall every other request.
         client = await off_loop(request, len(body), lambda: decode_request(body))
         r = client.request
         history = (

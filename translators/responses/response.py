@@ -1,7 +1,7 @@
 """The response object of spec 2.5b (the Responses API's ``response``), and its output items.
 
 Output items from a translated answer: thinking -> a ``reasoning`` item (its text as a summary, its
-signature or redacted thinking sealed as ``encrypted_content`` (``gateway.reasoning_state``) so that
+signature or redacted thinking sealed as ``encrypted_content`` (``gateway.relay.reasoning_state``) so that
 a follow-up can hand it back and its upstream get it as issued), each run of text -> one
 ``message`` with ``output_text`` parts, each tool call -> a ``function_call`` whose ``call_id`` is
 the upstream's call id. A ``max_tokens`` stop makes the response ``incomplete``.
@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 from starlette.responses import Response
 
-from gateway.canonical import ChatResponse, StopReason, TextPart, ThinkingPart, ToolCallPart, Usage
-from gateway.reasoning_state import for_client
+from gateway.relay.canonical import ChatResponse, StopReason, TextPart, ThinkingPart, ToolCallPart, Usage
+from gateway.relay.reasoning_state import for_client
 from translators.responses.wire import ResponsesRequest, SummaryText
 
 Json = dict[str, Any]

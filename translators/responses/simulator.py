@@ -10,7 +10,7 @@ proves the gateway sends the whole conversation instead. Deterministic behaviour
 * a built-in ``web_search`` tool adds a ``web_search_call`` item before the answer;
 * ``reasoning.effort`` adds a ``reasoning`` item (summary text, reasoning tokens), with
   ``encrypted_content`` when ``include`` asks for ``reasoning.encrypted_content``; encrypted
-  content handed back that it did not issue is refused (``gateway.simulator.reasoning_state``);
+  content handed back that it did not issue is refused (``gateway_simulator.reasoning_state``);
 * ``usage.input_tokens_details.cached_tokens`` counts every input item but the last one (as if the
   conversation's prefix were served from a prompt cache);
 * ``max_output_tokens`` cuts the text: status ``incomplete``.
@@ -28,10 +28,10 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from gateway.hookspecs import hookimpl
-from gateway.simulator import reasoning_state as rs
-from gateway.simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint
-from gateway.simulator.toolkit import textgen as tg
+from gateway.hooks.specs import hookimpl
+from gateway_simulator import reasoning_state as rs
+from gateway_simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint
+from gateway_simulator.toolkit import textgen as tg
 
 Json = dict[str, Any]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.errors import InvalidRequest, NotFound
+from gateway.runtime.errors import InvalidRequest, NotFound
 from gateway.storage.base import Storage
 from gateway.storage.rows import Document
 

@@ -2,7 +2,7 @@
 from another protocol, or a native upstream's events renamed), and the wrapper that stores the
 turn before the final event leaves.
 
-The relay (``gateway.relay_stream.StreamRelay``) pumps upstream chunks through a transform and
+The relay (``gateway.relay.stream.StreamRelay``) pumps upstream chunks through a transform and
 sends what ``close`` returns as the last body message. Both transforms put the terminal event
 (``response.completed`` / ``response.incomplete``) there and only there, so ``StoreBeforeEnd``
 can hold that one message until the turn is durably written: a client that reads the final event
@@ -18,9 +18,9 @@ from typing import Protocol
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.canonical import Usage
-from gateway.tokens import estimate_text_tokens
-from gateway.translation import StreamDecoder
+from gateway.relay.canonical import Usage
+from gateway.relay.tokens import estimate_text_tokens
+from gateway.relay.translation import StreamDecoder
 from translators.responses.response import Json
 from translators.responses.stream_encode import CONTENT_TYPE, ResponsesStreamEncoder
 

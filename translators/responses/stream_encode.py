@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Finish,
     PartStart,
     PartStop,
@@ -29,7 +29,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.reasoning_state import for_client
+from gateway.relay.reasoning_state import for_client
 from translators.responses.response import (
     FAMILY,
     FunctionCallOut,

@@ -1,7 +1,7 @@
 """What the Responses API reads from clients (and from stored turns), as msgspec Structs.
 
 Decoding a request into ``ResponsesRequest`` checks every type and names the field of a mistake
-(``gateway.http.decode_body``). Input items are one permissive ``Item`` Struct rather than a tagged
+(``gateway.edge.http.decode_body``). Input items are one permissive ``Item`` Struct rather than a tagged
 union: the SDKs send messages without a ``type`` (it defaults to ``message``), and item types the
 gateway only passes through (built-in tool calls) must not fail to decode. The meaning of each
 item type is checked afterwards (``items``). Unknown request fields are accepted and reach an

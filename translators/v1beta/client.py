@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     Message,
     ResponseFormat,
@@ -21,7 +21,7 @@ from gateway.canonical import (
     Tool,
     ToolChoice,
 )
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.decode import decode_body
 from translators.v1beta import wire
 from translators.v1beta.parts import CallIds, to_canonical

@@ -12,10 +12,10 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import EmbeddingRequest, EmbeddingResponse, Usage
-from gateway.errors import InvalidRequest
-from gateway.tokens import estimate_text_tokens
-from gateway.translation import UpstreamCall
+from gateway.relay.canonical import EmbeddingRequest, EmbeddingResponse, Usage
+from gateway.relay.tokens import estimate_text_tokens
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.decode import decode_body
 from translators.v1beta import wire
 from translators.v1beta.client import model_from_path

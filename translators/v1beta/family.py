@@ -1,4 +1,4 @@
-"""The v1beta family as the core sees it (``gateway.families.WireFamily``): its key header (also the
+"""The v1beta family as the core sees it (``gateway.relay.families.WireFamily``): its key header (also the
 SDK's spelling, ``?key=`` and Bearer), ``/v1beta/*`` plus the SDK's ``/v1/models/{model}:{method}``
 alias, and the Gemini error envelope ``{"error": {"code", "message", "status", "details"}}``."""
 
@@ -9,9 +9,9 @@ import re
 import orjson
 from starlette.requests import HTTPConnection
 
-from gateway.config import LimitsConfig
-from gateway.errors import GatewayError
-from gateway.families import BEARER, CredentialPlace, bearer_token
+from gateway.relay.families import BEARER, CredentialPlace, bearer_token
+from gateway.runtime.errors import GatewayError
+from gateway.settings.config import LimitsConfig
 
 KEY_HEADERS = ("x-goog-api-key", "x-vendorc-api-key")  # the first is named in errors
 KEY_QUERY = "key"

@@ -11,7 +11,7 @@ import re
 
 import msgspec
 
-from gateway.canonical import Usage
+from gateway.relay.canonical import Usage
 from gateway.wire.frames import MAX_FRAME_BYTES
 from translators.v1beta import wire
 from translators.v1beta.framing import ObjectSplitter

@@ -10,12 +10,12 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import ChatRequest, ChatResponse, Usage
-from gateway.config import LimitsConfig
-from gateway.reasoning_state import holds_sealed
-from gateway.relay_call import ClientCall
-from gateway.tokens import body_token_bound
-from gateway.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
+from gateway.relay.call import ClientCall
+from gateway.relay.canonical import ChatRequest, ChatResponse, Usage
+from gateway.relay.reasoning_state import holds_sealed
+from gateway.relay.tokens import body_token_bound
+from gateway.relay.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
+from gateway.settings.config import LimitsConfig
 from gateway.wire.decode import decode
 from translators.v1beta import wire
 from translators.v1beta.client import check_generate_request, decode_generate_request, model_from_path
@@ -91,7 +91,7 @@ class V1betaFrontend:
     def fast_request(self, call: ClientCall) -> UpstreamCall:
         upstream_model = call.upstream_model or call.view.model
         body = call.body
-        if holds_sealed(body):  # another format's reasoning state: see gateway.reasoning_state
+        if holds_sealed(body):  # another format's reasoning state: see gateway.relay.reasoning_state
             body = msgspec.json.encode(build_body(call.canonical()))
         if not call.view.stream:
             return UpstreamCall(path=model_path(upstream_model, "generateContent"), body=body)

@@ -12,9 +12,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.config import ModelConfig
-from gateway.errors import InvalidRequest, ModelNotFound
-from gateway.http import endpoint, get_gateway, json_response
+from gateway.edge.http import endpoint, get_gateway, json_response
+from gateway.runtime.errors import InvalidRequest, ModelNotFound
+from gateway.settings.config import ModelConfig
 
 GENERATE_METHODS = ["generateContent", "streamGenerateContent", "countTokens"]
 EMBED_METHODS = ["embedContent", "batchEmbedContents"]

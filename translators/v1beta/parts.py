@@ -13,7 +13,7 @@ Three things need care:
   way out an empty signed ThinkingPart hands its signature to the part that follows, so the
   signature returns on the part it came with. Signatures read from a client are put back in the
   standard base64 alphabet (google-genai re-encodes them URL-safe). Another protocol's opaque state
-  goes to a client sealed (``gateway.reasoning_state``: valid base64, as the field must be) and is
+  goes to a client sealed (``gateway.relay.reasoning_state``: valid base64, as the field must be) and is
   restored, with the text it signs, when the client sends it back; an upstream receives only
   signatures of its own protocol.
 * Function responses. Gemini wants an object and the function ``name``; canonical tool results are
@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     DocumentPart,
     ImagePart,
     Part,
@@ -38,8 +38,8 @@ from gateway.canonical import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.errors import InvalidRequest
-from gateway.reasoning_state import for_client, for_upstream, from_client
+from gateway.relay.reasoning_state import for_client, for_upstream, from_client
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.data_url import inline_data
 from translators.v1beta import wire
 

@@ -9,8 +9,8 @@ The API key may come in ``x-vendorc-api-key``, ``x-goog-api-key`` or the ``?key=
 query is never forwarded upstream nor repeated in an answer (the access log redacts it).
 
 ``countTokens`` goes to an upstream of the model that speaks this protocol, whose exact count is
-the answer; when none offers one the gateway's estimator (``gateway.tokens``) answers instead, and
-``X-Gateway-Token-Count`` says which (``gateway.token_count``). No charge; the caller must be
+the answer; when none offers one the gateway's estimator (``gateway.relay.tokens``) answers instead, and
+``X-Gateway-Token-Count`` says which (``gateway.relay.token_count``). No charge; the caller must be
 allowed the model.
 """
 
@@ -21,14 +21,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.errors import NotFound
-from gateway.http import decode_body, endpoint, get_gateway, read_json_body, request_id
-from gateway.offload import off_process
-from gateway.openapi import documented
-from gateway.ratelimit import admit_call
-from gateway.token_count import count_answer, upstream_count
-from gateway.tokens import estimate_request_tokens
-from gateway.translation import UpstreamCall
+from gateway.accounts.ratelimit import admit_call
+from gateway.edge.http import decode_body, endpoint, get_gateway, read_json_body, request_id
+from gateway.edge.openapi import documented
+from gateway.relay.offload import off_process
+from gateway.relay.token_count import count_answer, upstream_count
+from gateway.relay.tokens import estimate_request_tokens
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import NotFound
 from gateway.upstream.pool import Target
 from translators.v1beta.client import decode_generate_request, model_from_path
 from translators.v1beta.embeddings import EMBED_BATCH, EMBED_ONE
@@ -50,7 +50,7 @@ async def _count_tokens(request: Request, model: str) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, "v1beta")
     body = await read_json_body(request)
-    # Decoded and counted in the app's body process when large (gateway.offload): only the two
+    # Decoded and counted in the app's body process when large (gateway.relay.offload): only the two
     # figures come back, the time and the memory of the decoding stay there.
     public, tokens = await off_process(request, len(body), _count, body, model)
     gw.catalogue.check(principal, public)
@@ -89,7 +89,7 @@ def _count(body: bytes, model: str) -> tuple[str, int]:
 @documented("Embed contents in a batch", request=BatchEmbedContentsRequest,
             path={"method": "batchEmbedContents"})
 async def model_method(request: Request) -> Response:
-    from gateway.relay import serve_embeddings, serve_generate  # the pipeline imports the plugins
+    from gateway.relay.pipeline import serve_embeddings, serve_generate  # the pipeline imports the plugins
 
     model = model_from_path(request.path_params["model"])
     method = request.path_params["method"]

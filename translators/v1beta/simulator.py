@@ -4,7 +4,7 @@ streamGenerateContent, embedContent, batchEmbedContents, countTokens and models 
 ``/v1beta/models`` and ``/v1/models``. ``GET /v1/models/{id}`` is shared with the chat and messages
 sides: this side claims the requests with its credential or a ``:method`` in the path. A thinking
 answer carries a ``thoughtSignature`` on its function call, and a signature
-handed back that it did not issue is refused (``gateway.simulator.reasoning_state``)."""
+handed back that it did not issue is refused (``gateway_simulator.reasoning_state``)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.hookspecs import hookimpl
-from gateway.simulator import reasoning_state as rs
-from gateway.simulator.toolkit import (
+from gateway.hooks.specs import hookimpl
+from gateway_simulator import reasoning_state as rs
+from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
     SimVendor,
@@ -29,7 +29,7 @@ from gateway.simulator.toolkit import (
     endpoint,
     json_response,
 )
-from gateway.simulator.toolkit import textgen as tg
+from gateway_simulator.toolkit import textgen as tg
 
 MODELS = ("gemini-sim", "gemini-sim-flash", "gemini-embedding-sim")
 _GEN_METHODS = ["generateContent", "streamGenerateContent", "countTokens"]

@@ -15,7 +15,7 @@ from typing import Literal
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     Finish,
     PartStart,

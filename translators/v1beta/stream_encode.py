@@ -3,7 +3,7 @@
 Every text or thought delta becomes one GenerateContentResponse chunk at once; a function call is
 held until its arguments are complete (Gemini sends calls whole). Another protocol's signature or
 redacted thinking is sealed when its part ends (the seal holds the part's whole text) and goes out
-then on an empty thought part (``gateway.reasoning_state``). Finish reasons and usage arrive
+then on an empty thought part (``gateway.relay.reasoning_state``). Finish reasons and usage arrive
 last, so they go in one final chunk written by ``close``, as Gemini's own last chunk carries them.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     Finish,
     PartStart,
@@ -27,7 +27,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.reasoning_state import seal
+from gateway.relay.reasoning_state import seal
 from translators.v1beta.family import render as render_error
 from translators.v1beta.mapping import finish_reason, usage_to_wire
 from translators.v1beta.parts import PROTOCOL, parse_args

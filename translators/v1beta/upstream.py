@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -20,10 +20,10 @@ from gateway.canonical import (
     ToolCallPart,
     Usage,
 )
-from gateway.config import LimitsConfig
-from gateway.errors import UpstreamError
-from gateway.tokens import estimate_text_tokens
-from gateway.translation import StreamDecoder, UpstreamCall
+from gateway.relay.tokens import estimate_text_tokens
+from gateway.relay.translation import StreamDecoder, UpstreamCall
+from gateway.runtime.errors import UpstreamError
+from gateway.settings.config import LimitsConfig
 from translators.v1beta import wire
 from translators.v1beta.mapping import stop_reason, usage_from_wire
 from translators.v1beta.parts import CallIds, to_canonical, to_wire, tool_names

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 from fractions import Fraction
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.audio_duration import AudioProbe
 from gateway.wire.data_url import DataURLError, parse_data_url
 from gateway.wire.media_url import base64_size, public_url_problem

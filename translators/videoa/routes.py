@@ -11,12 +11,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.context import Gateway
-from gateway.errors import NotFound, UpstreamError, UpstreamHTTPError
-from gateway.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
-from gateway.money import nano_to_usd, unit_cost
-from gateway.openapi import documented
-from gateway.records import Principal
+from gateway.accounts.money import nano_to_usd, unit_cost
+from gateway.accounts.records import Principal
+from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
+from gateway.edge.openapi import documented
+from gateway.runtime.context import Gateway
+from gateway.runtime.errors import NotFound, UpstreamError, UpstreamHTTPError
 from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, engine_of
 from gateway.upstream.attempt import UpstreamFailure

@@ -1,10 +1,10 @@
-"""Video task B as the core sees it (``gateway.families.WireFamily``): ``/v1/videos`` and below, a
+"""Video task B as the core sees it (``gateway.relay.families.WireFamily``): ``/v1/videos`` and below, a
 Bearer credential and the default (OpenAI-style) envelope of CONTRACT 5. Bodies are JSON or a small
 multipart form (a reference image): the JSON limit."""
 
 from __future__ import annotations
 
-from gateway.families import BearerFamily
+from gateway.relay.families import BearerFamily
 
 PREFIX = "/v1/videos"
 

@@ -10,11 +10,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.context import Gateway
-from gateway.http import endpoint, get_gateway, json_response, read_json_body, request_id
-from gateway.money import unit_cost
-from gateway.openapi import JSON, MULTIPART, documented
-from gateway.records import Principal
+from gateway.accounts.money import unit_cost
+from gateway.accounts.records import Principal
+from gateway.edge.http import endpoint, get_gateway, json_response, read_json_body, request_id
+from gateway.edge.openapi import JSON, MULTIPART, documented
+from gateway.runtime.context import Gateway
 from gateway.storage.rows import TaskRecord
 from gateway.tasks import Candidate, NewTask, Submitted, engine_of
 from translators.videos import upstream

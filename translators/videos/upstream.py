@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from gateway.config import UpstreamConfig
-from gateway.errors import UpstreamError
+from gateway.runtime.errors import UpstreamError
+from gateway.settings.config import UpstreamConfig
 from gateway.storage.rows import TaskRecord
 from gateway.tasks import Snapshot, Submitted
 from gateway.tasks.family import Phase

@@ -16,7 +16,7 @@ import re
 
 import msgspec
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.data_url import DataURLError, data_url, parse_data_url
 from gateway.wire.decode import DECODE_FAULTS, decode_body, field_error
 from gateway.wire.media_url import public_url_problem

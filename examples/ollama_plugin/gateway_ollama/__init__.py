@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hookspecs import hookimpl
+from gateway.hooks.specs import hookimpl
 
 if TYPE_CHECKING:
     from aiohttp import web
-    from gateway.context import Gateway
-    from gateway.families import WireFamily
-    from gateway.translation import UpstreamAdapter
+    from gateway.relay.families import WireFamily
+    from gateway.relay.translation import UpstreamAdapter
+    from gateway.runtime.context import Gateway
     from starlette.routing import BaseRoute
 
 

@@ -13,7 +13,7 @@ Conventions of this family, as the canonical model needs them:
 from __future__ import annotations
 
 import msgspec
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     ImagePart,
     Message,
@@ -25,7 +25,7 @@ from gateway.canonical import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.decode import decode
 
 from gateway_ollama import wire

@@ -1,4 +1,4 @@
-"""``POST /api/embed`` and the older ``POST /api/embeddings`` (``gateway.translation.EmbeddingFrontend``).
+"""``POST /api/embed`` and the older ``POST /api/embeddings`` (``EmbeddingFrontend``).
 
 ``/api/embed`` takes one string or a list and answers ``{"model", "embeddings": [[...]],
 "prompt_eval_count"}``; ``/api/embeddings`` takes one ``prompt`` and answers ``{"embedding": [...]}``.
@@ -7,9 +7,9 @@ An Ollama upstream is always asked through ``/api/embed`` (the older endpoint is
 
 from __future__ import annotations
 
-from gateway.canonical import EmbeddingRequest, EmbeddingResponse, Usage
-from gateway.errors import InvalidRequest
-from gateway.translation import UpstreamCall
+from gateway.relay.canonical import EmbeddingRequest, EmbeddingResponse, Usage
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.decode import decode
 
 from gateway_ollama import wire

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 import orjson
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     ChatResponse,
     Finish,

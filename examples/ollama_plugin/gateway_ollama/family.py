@@ -1,4 +1,4 @@
-"""The Ollama family as the core sees it (``gateway.families.WireFamily``).
+"""The Ollama family as the core sees it (``gateway.relay.families.WireFamily``).
 
 Ollama itself has no authentication; in front of a shared server (and on Ollama's cloud) the key
 rides as ``Authorization: Bearer <key>``, which is what the official client sends when given
@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import orjson
-from gateway.families import bearer_token
+from gateway.relay.families import bearer_token
 
 if TYPE_CHECKING:
-    from gateway.config import LimitsConfig
-    from gateway.errors import GatewayError
+    from gateway.runtime.errors import GatewayError
+    from gateway.settings.config import LimitsConfig
     from starlette.requests import HTTPConnection
 
 PATHS = frozenset({"/api/chat", "/api/generate", "/api/embed", "/api/embeddings", "/api/tags"})

@@ -13,8 +13,8 @@ import re
 
 import msgspec
 import orjson
-from gateway.canonical import Usage
-from gateway.errors import InvalidRequest
+from gateway.relay.canonical import Usage
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.frames import MAX_FRAME_BYTES
 
 from gateway_ollama import wire

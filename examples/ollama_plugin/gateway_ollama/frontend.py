@@ -1,4 +1,4 @@
-"""The Frontends of ``/api/chat`` and ``/api/generate`` (``gateway.translation.Frontend``).
+"""The Frontends of ``/api/chat`` and ``/api/generate`` (``gateway.relay.translation.Frontend``).
 
 ``peek`` decodes and validates the whole request, so that a malformed body is a 400 naming the
 field even when the upstream speaks Ollama too and would get the bytes untouched (this family is
@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gateway.canonical import ChatRequest, ChatResponse, Usage
-from gateway.tokens import estimate_request_tokens
-from gateway.translation import RequestView, UpstreamCall
+from gateway.relay.canonical import ChatRequest, ChatResponse, Usage
+from gateway.relay.tokens import estimate_request_tokens
+from gateway.relay.translation import RequestView, UpstreamCall
 
 from gateway_ollama.client import decode_chat, decode_generate
 from gateway_ollama.encode import Mode, NdjsonEncoder, encode_answer
 from gateway_ollama.fastpath import NdjsonFastStream, forward_body, read_usage, with_model
 
 if TYPE_CHECKING:
-    from gateway.config import LimitsConfig
-    from gateway.relay_call import ClientCall
+    from gateway.relay.call import ClientCall
+    from gateway.settings.config import LimitsConfig
 
 FAMILY = "ollama"
 

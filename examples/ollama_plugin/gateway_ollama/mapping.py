@@ -8,8 +8,8 @@ import binascii
 import datetime
 import secrets
 
-from gateway.canonical import StopReason, Thinking, Usage
-from gateway.errors import InvalidRequest
+from gateway.relay.canonical import StopReason, Thinking, Usage
+from gateway.runtime.errors import InvalidRequest
 
 EFFORTS = ("low", "medium", "high")
 

@@ -1,4 +1,4 @@
-"""The Ollama side of the built-in upstream simulator (``gateway.simulator.toolkit``).
+"""The Ollama side of the built-in upstream simulator (``gateway_simulator.toolkit``).
 
 Serves ``POST /api/chat``, ``/api/generate``, ``/api/embed``, ``/api/embeddings`` and
 ``GET /api/tags`` the way an Ollama server answers: whole JSON when ``stream`` is false, else NDJSON
@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import msgspec
 from aiohttp import web
-from gateway.simulator.toolkit import (
+from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
     SimVendor,
@@ -26,7 +26,7 @@ from gateway.simulator.toolkit import (
     endpoint,
     json_response,
 )
-from gateway.simulator.toolkit import textgen as tg
+from gateway_simulator.toolkit import textgen as tg
 
 from gateway_ollama import wire
 from gateway_ollama.encode import tool_call

@@ -9,7 +9,7 @@ client's stream with an error and meters what came before.
 
 from __future__ import annotations
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Finish,
     PartStart,
     PartStop,
@@ -20,7 +20,7 @@ from gateway.canonical import (
     ToolArgsDelta,
     UsageReport,
 )
-from gateway.errors import UpstreamError
+from gateway.runtime.errors import UpstreamError
 from gateway.wire.frames import MAX_FRAME_BYTES
 
 from gateway_ollama import wire

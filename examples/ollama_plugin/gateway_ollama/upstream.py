@@ -16,7 +16,7 @@ Mapping notes:
 from __future__ import annotations
 
 import msgspec
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -31,9 +31,9 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.config import LimitsConfig
-from gateway.errors import InvalidRequest, UpstreamError
-from gateway.translation import UpstreamCall
+from gateway.relay.translation import UpstreamCall
+from gateway.runtime.errors import InvalidRequest, UpstreamError
+from gateway.settings.config import LimitsConfig
 from gateway.wire.data_url import inline_data
 
 from gateway_ollama import wire

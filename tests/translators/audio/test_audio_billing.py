@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import orjson
 
-from gateway.money import TokenPrices
+from gateway.accounts.money import TokenPrices
 from gateway.wire.audio_duration import AudioProbe
 from tests.translators.audio import audio_samples as samples
 from translators.audio.billing import (

@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.multipart import MultipartReader, PartData, PartEnd, PartStart, boundary_of
 from translators.audio.form import check_filename, check_format, parse_form
 from translators.audio.upload import Upload

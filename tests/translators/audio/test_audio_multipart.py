@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from gateway.wire.multipart import MultipartReader, PartData, PartEnd, PartEvent, PartStart, boundary_of
 
 BOUNDARY = b"----gw7MA4YWxkTrZu0gW"

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     CacheControl,
     ChatRequest,
     DocumentPart,
@@ -25,7 +25,7 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.errors import UpstreamError
+from gateway.runtime.errors import UpstreamError
 from translators.chat.adapter import ChatAdapter
 from translators.chat.embeddings import ChatEmbeddingRequest, floats_to_base64
 

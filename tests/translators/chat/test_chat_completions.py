@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Candidate,
     ChatResponse,
     Finish,
@@ -22,7 +22,7 @@ from gateway.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from tests.relay.calls import client_call, forwarded
 from translators.chat.completions import (
     CompletionsFrontend,

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.canonical import EmbeddingResponse, Usage
-from gateway.errors import InvalidRequest
+from gateway.relay.canonical import EmbeddingResponse, Usage
+from gateway.runtime.errors import InvalidRequest
 from translators.chat.embeddings import (
     ChatEmbeddingFrontend,
     ChatEmbeddingRequest,

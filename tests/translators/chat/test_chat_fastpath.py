@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.canonical import Usage
-from gateway.config import LimitsConfig
-from gateway.errors import InvalidRequest
-from gateway.translation import RequestView
+from gateway.relay.canonical import Usage
+from gateway.relay.translation import RequestView
+from gateway.runtime.errors import InvalidRequest
+from gateway.settings.config import LimitsConfig
 from tests.relay.calls import client_call, forwarded
 from translators.chat import request as request_module
 from translators.chat.completions import CompletionsFrontend

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     DocumentPart,
     ImagePart,
     TextPart,
@@ -18,7 +18,7 @@ from gateway.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from tests.relay.calls import client_call, forwarded
 from translators.chat.frontend import ChatFrontend
 from translators.chat.request import decode_chat_request

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,

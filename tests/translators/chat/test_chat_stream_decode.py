@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     Finish,
     PartStart,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from gateway.canonical import Usage
+from gateway.relay.canonical import Usage
 from translators.chat.fastpath import read_usage
 
 VECTORS = [{"object": "embedding", "index": i, "embedding": [0.5] * 400} for i in range(20)]

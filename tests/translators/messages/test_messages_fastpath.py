@@ -7,8 +7,8 @@ from collections.abc import Callable
 import orjson
 import pytest
 
-from gateway.canonical import Usage
-from gateway.config import LimitsConfig
+from gateway.relay.canonical import Usage
+from gateway.settings.config import LimitsConfig
 from tests.relay.calls import client_call, forwarded
 from translators.messages.client import MessagesFrontend
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     CacheControl,
     DocumentPart,
     ImagePart,
@@ -16,7 +16,7 @@ from gateway.canonical import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from translators.messages import request
 from translators.messages.client import MessagesFrontend
 

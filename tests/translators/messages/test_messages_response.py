@@ -7,7 +7,7 @@ from collections.abc import Callable
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -17,7 +17,7 @@ from gateway.canonical import (
     ToolCallPart,
     Usage,
 )
-from gateway.errors import UpstreamError
+from gateway.runtime.errors import UpstreamError
 from translators.messages.client import MessagesFrontend
 from translators.messages.upstream import MessagesAdapter
 

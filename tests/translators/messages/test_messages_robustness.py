@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from gateway.config import LimitsConfig
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
+from gateway.settings.config import LimitsConfig
 from tests.relay.calls import client_call, forwarded
 from translators.messages import request
 from translators.messages.client import MessagesFrontend

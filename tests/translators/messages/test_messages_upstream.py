@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     CacheControl,
     ChatRequest,
     DocumentPart,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.canonical import ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from gateway.errors import InvalidRequest
+from gateway.relay.canonical import ImagePart, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from gateway.runtime.errors import InvalidRequest
 from translators.responses.items import history_items, to_canonical
 from translators.responses.native import native_call
 from translators.responses.request import decode_request

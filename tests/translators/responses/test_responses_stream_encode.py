@@ -12,7 +12,7 @@ from openai._models import construct_type_unchecked
 from openai.lib.streaming.responses._responses import ResponseStreamState
 from openai.types.responses import ResponseStreamEvent
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Finish,
     PartStart,
     PartStop,

@@ -7,9 +7,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.canonical import EmbeddingRequest, EmbeddingResponse, Usage
-from gateway.errors import InvalidRequest
-from gateway.tokens import estimate_text_tokens
+from gateway.relay.canonical import EmbeddingRequest, EmbeddingResponse, Usage
+from gateway.relay.tokens import estimate_text_tokens
+from gateway.runtime.errors import InvalidRequest
 from translators.v1beta.embeddings import V1betaEmbeddingFrontend
 
 SAMPLES = Path(__file__).parent / "samples"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -16,8 +16,8 @@ from gateway.canonical import (
     ToolCallPart,
     Usage,
 )
-from gateway.canonical import Thinking as ThinkingCfg
-from gateway.config import LimitsConfig
+from gateway.relay.canonical import Thinking as ThinkingCfg
+from gateway.settings.config import LimitsConfig
 from tests.relay.calls import client_call, forwarded
 from translators.v1beta.frontend import V1betaFrontend
 from translators.v1beta.stream_decode import GeminiStreamDecoder

@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.canonical import ChatRequest
-from gateway.config import LimitsConfig
-from gateway.errors import InvalidRequest, UpstreamError
+from gateway.relay.canonical import ChatRequest
+from gateway.runtime.errors import InvalidRequest, UpstreamError
+from gateway.settings.config import LimitsConfig
 from translators.v1beta.client import decode_generate_request
 from translators.v1beta.embeddings import V1betaEmbeddingFrontend
 from translators.v1beta.frontend import V1betaFrontend

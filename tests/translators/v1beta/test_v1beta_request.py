@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     DocumentPart,
     ImagePart,
     ResponseFormat,
@@ -18,7 +18,7 @@ from gateway.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.errors import InvalidRequest
+from gateway.runtime.errors import InvalidRequest
 from translators.v1beta.client import decode_generate_request
 from translators.v1beta.frontend import V1betaFrontend
 

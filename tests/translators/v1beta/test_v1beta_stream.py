@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     Finish,
     Message,

@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from gateway.canonical import (
+from gateway.relay.canonical import (
     ChatRequest,
     DocumentPart,
     EmbeddingRequest,
@@ -23,8 +23,8 @@ from gateway.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.errors import InvalidRequest, UpstreamError
-from gateway.tokens import estimate_text_tokens
+from gateway.relay.tokens import estimate_text_tokens
+from gateway.runtime.errors import InvalidRequest, UpstreamError
 from translators.v1beta.client import decode_generate_request
 from translators.v1beta.upstream import V1betaAdapter
 

@@ -1,0 +1,104 @@
+"""Every extension point of the gateway, declared once.
+
+Built-in translators and plugins implement these exactly as third-party plugins do (see
+``gateway.hooks.manager``). Hook names start with ``gateway_``. Hooks are synchronous; a hook that has
+asynchronous work returns an awaitable, which the caller awaits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import argparse
+
+    from aiohttp import web
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
+    from gateway.accounts.records import RequestLog
+    from gateway.relay.families import WireFamily
+    from gateway.relay.translation import ProtocolAdapter
+    from gateway.runtime.context import Gateway
+    from gateway.storage.rows import SoftLimitCrossing
+    from gateway.tasks.family import TaskFamily
+
+hookspec = pluggy.HookspecMarker("gateway")
+hookimpl = pluggy.HookimplMarker("gateway")
+
+
+@hookspec
+def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
+    """Starlette routes this plugin serves (client-facing endpoints of a wire family, account
+    endpoints, ...). Called once at start-up; the routes of every plugin are joined in one table.
+    A route's endpoint reaches the running gateway through ``request.app.state.gateway``."""
+
+
+@hookspec
+def gateway_upstream_adapters() -> list[ProtocolAdapter]:
+    """Adapters that speak an upstream ``protocol``: they turn the canonical request into that
+    protocol's wire request and its answers back into canonical form. Each declares its
+    ``protocol`` (the values ``upstreams[].protocol`` may take) and its ``capabilities`` (the kinds
+    of work routing may send it; "generate"/"embed" make it a text ``UpstreamAdapter``). One
+    adapter per protocol; a later-registered plugin's adapter wins."""
+
+
+@hookspec
+def gateway_startup(gateway: Gateway) -> Awaitable[None] | None:
+    """Called when the app starts, after storage is open and before the first request."""
+
+
+@hookspec
+def gateway_shutdown(gateway: Gateway) -> Awaitable[None] | None:
+    """Called on graceful shutdown, after in-flight requests finished and before storage closes."""
+
+
+@hookspec
+def gateway_request_finished(gateway: Gateway, log: RequestLog) -> None:
+    """A metered call ended (any outcome). ``log`` is the typed record that is also written to the
+    request log; subscribers (metrics, billing exports, audit trails) must not block."""
+
+
+@hookspec
+def gateway_soft_limit_reached(gateway: Gateway, crossing: SoftLimitCrossing) -> None:
+    """A key's spent (``crossing.scope == "key"``) or a user's used total (``"user"``) reached
+    its ``soft_limit_usd`` (``crossing.soft_limit_nano``, ``crossing.spent_nano``; nano-USD). Fired
+    once per crossing across all replicas, after the settlement that crossed it; nothing is refused.
+    Subscribers (mail, webhooks, the metrics plugin) must not block: schedule slow work."""
+
+
+@hookspec(firstresult=True)
+def gateway_handle_exception(request: Request, exc: BaseException, family: str) -> Response | None:
+    """Turn an unexpected exception into a response. The built-in implementation (trylast)
+    answers 500 in the family's envelope without a stack trace; a plugin may answer first."""
+
+
+@hookspec
+def gateway_simulator_routes(app: web.Application) -> None:
+    """Add the upstream side of a family to the built-in simulator (an aiohttp application)."""
+
+
+@hookspec
+def gateway_cli_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
+    """Add sub-commands to the ``gateway`` command line. Set ``func`` on the parser with
+    ``set_defaults(func=...)``; it receives the parsed namespace and returns an exit code."""
+
+
+@hookspec
+def gateway_families() -> list[WireFamily]:
+    """The client-facing wire families this plugin adds (``gateway.relay.families.WireFamily``): the
+    paths each owns, where its caller's credential sits and which headers it requires, its error
+    envelope and its body limits. The core asks these; it names no family itself."""
+
+
+@hookspec
+def gateway_task_families() -> list[TaskFamily]:
+    """The asynchronous task families this plugin adds (``gateway.tasks.family.TaskFamily``): how
+    the task engine polls their upstreams (in batches where the upstream allows), what their
+    statuses mean (queued, running, succeeded, failed) and what their callbacks carry. The engine
+    (``gateway.tasks``) keeps the tasks, polls them, charges or refunds them exactly once and sends
+    the callbacks; the family's routes submit through it and render the tasks it stores."""

@@ -1,0 +1,197 @@
+"""The two interfaces a wire family implements: a client-facing Frontend and an UpstreamAdapter.
+
+A translator module (``translators/<family>``) provides both for its wire format:
+
+* ``Frontend``: decodes the client's wire request into a ``ChatRequest`` and encodes canonical
+  responses and stream events back into the client's wire format. It also knows how to read the
+  few fields that metering and routing need straight from the bytes (``peek``), and how to treat a
+  same-format upstream's bytes on the fast path (``FastPath``).
+* ``UpstreamAdapter``: builds the wire request for an upstream of its protocol from a
+  ``ChatRequest`` and decodes that upstream's answers (whole, or streamed) into canonical form.
+  It is the text kind of ``ProtocolAdapter``, which every upstream adapter (text or media) is.
+
+Both are pure: no I/O. The core pipeline (``gateway.relay.pipeline``) does the HTTP, metering and routing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable
+from typing import TYPE_CHECKING, Protocol
+
+import msgspec
+
+from gateway.relay.canonical import (
+    ChatRequest,
+    ChatResponse,
+    EmbeddingRequest,
+    EmbeddingResponse,
+    StreamEvent,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from gateway.relay.call import ClientCall
+    from gateway.settings.config import LimitsConfig
+
+
+class RequestView(msgspec.Struct):
+    """What the core needs from a request before deciding anything."""
+
+    model: str
+    stream: bool = False
+    max_tokens: int | None = None
+    input_tokens_estimate: int = 0  # an over- rather than under-estimate: it sizes the reservation
+    stream_usage: bool = False  # the client asked for usage in its stream
+    candidates: int = 1  # answers asked for (``n``, ``candidateCount``): each may use max_tokens
+
+
+class UpstreamCall(msgspec.Struct):
+    """One HTTP request to an upstream, relative to its ``base_url``."""
+
+    path: str  # the path under ``base_url``, with its query, e.g. "/v2/generate?stream=1"
+    # Bytes, or an async iterable of chunks for an upload relayed as it is read (never whole in memory).
+    body: bytes | AsyncIterable[bytes]
+    headers: dict[str, str] = {}
+
+
+class StreamDecoder(Protocol):
+    """Turns an upstream's raw stream bytes (any chunking) into canonical events."""
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]: ...
+
+    def close(self) -> list[StreamEvent]:
+        """End of the byte stream: flush, and report whether it ended cleanly via ``complete``."""
+        ...
+
+    @property
+    def complete(self) -> bool:
+        """True once the upstream sent its terminal event (``[DONE]``, ``message_stop``, ...)."""
+        ...
+
+
+class StreamEncoder(Protocol):
+    """Turns canonical events into the client's wire stream bytes."""
+
+    content_type: str
+
+    def encode(self, event: StreamEvent) -> bytes: ...
+
+    def close(self) -> bytes:
+        """Bytes that end the stream (``data: [DONE]``, ``]``...), possibly empty."""
+        ...
+
+    def error(self, status: int, code: str, message: str) -> bytes:
+        """An in-band error event for a stream that already started."""
+        ...
+
+
+class FastPathStream(Protocol):
+    """Watches a same-format upstream stream as it is relayed: reads usage, may drop bytes."""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Returns the bytes to send to the client for this chunk (usually ``chunk`` itself)."""
+        ...
+
+    def close(self) -> bytes: ...
+
+    @property
+    def usage(self) -> Usage | None: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+
+class Frontend(Protocol):
+    """Stateless: one object serves every request; what one request needs is in its ``ClientCall``."""
+
+    family: str  # the wire family's name, e.g. "chat"
+
+    def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
+        """Minimal decode for auth/metering/routing; raises InvalidRequest on malformed input."""
+        ...
+
+    def decode_request(self, call: ClientCall) -> ChatRequest:
+        """Full decode and validation; raises InvalidRequest naming the field. Called at most once
+        per call (through ``call.canonical()``); after ``call.forwarded`` it may be lenient."""
+        ...
+
+    def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes: ...
+
+    def stream_encoder(self, request: ChatRequest, call: ClientCall) -> StreamEncoder: ...
+
+    # --- same-format fast path: the upstream speaks this family's protocol --------------------
+
+    def fast_request(self, call: ClientCall) -> UpstreamCall:
+        """The upstream call for the client's own bytes (for ``call.upstream_model``), changing only
+        what must change (the model id when aliased, asking the upstream for stream usage)."""
+        ...
+
+    def fast_usage(self, body: bytes) -> Usage | None:
+        """Usage from a same-format, non-streamed upstream answer body."""
+        ...
+
+    def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> FastPathStream:
+        """The watcher of one same-format stream; what it holds of an unfinished event or element
+        stays within ``limits`` (``gateway.wire.frames``)."""
+        ...
+
+    def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
+        """The upstream's body as sent to the client (model id restored when aliased)."""
+        ...
+
+
+class EmbeddingFrontend(Protocol):
+    family: str
+
+    def decode_embedding_request(self, body: bytes, path_model: str | None) -> EmbeddingRequest:
+        """Full decode and validation; raises InvalidRequest naming the field."""
+        ...
+
+    def encode_embedding_response(self, response: EmbeddingResponse, request: EmbeddingRequest) -> bytes: ...
+
+    def fast_embedding_request(self, body: bytes, request: EmbeddingRequest,
+                               upstream_model: str) -> UpstreamCall: ...
+
+    def fast_embedding_response(self, body: bytes, request: EmbeddingRequest,
+                                public_model: str) -> tuple[bytes, Usage | None]:
+        """A same-format upstream's answer as sent to the client, and the usage it reports."""
+        ...
+
+
+class ProtocolAdapter(Protocol):
+    """What every upstream adapter declares, whatever kind of work it does. Config validation
+    accepts exactly the ``protocol`` values of the registered adapters, and routing picks an
+    upstream for a kind of work by the ``capabilities`` of its protocol's adapter."""
+
+    protocol: str  # the ``upstreams[].protocol`` value this adapter speaks
+    # Kinds of work: "generate" and "embed" (text: the adapter is an ``UpstreamAdapter``), or a
+    # media family's own kind such as "task" (the adapter is that family's own interface).
+    capabilities: frozenset[str]
+
+    def auth_headers(self, api_key: str) -> dict[str, str]:
+        """The headers that carry the upstream's API key."""
+        ...
+
+
+TEXT_CAPABILITIES = frozenset({"generate", "embed"})
+
+
+class UpstreamAdapter(ProtocolAdapter, Protocol):
+    """A text adapter (capabilities among ``TEXT_CAPABILITIES``): generation and embeddings."""
+
+    def build_request(self, request: ChatRequest, upstream_model: str) -> UpstreamCall: ...
+
+    def decode_response(self, body: bytes, request: ChatRequest) -> ChatResponse: ...
+
+    def stream_decoder(self, request: ChatRequest, limits: LimitsConfig) -> StreamDecoder:
+        """The decoder of one stream; what it holds of an unfinished event or element stays within
+        ``limits`` (``sse_event_bytes``, ``stream_element_bytes``: ``gateway.wire.frames``)."""
+        ...
+
+    def build_embedding_request(self, request: EmbeddingRequest, upstream_model: str) -> UpstreamCall: ...
+
+    def decode_embedding_response(self, body: bytes, request: EmbeddingRequest) -> EmbeddingResponse: ...
+
+    def error_message(self, body: bytes) -> str:
+        """The human message inside this protocol's error envelope (for relaying upstream 4xx)."""
+        ...

@@ -1,0 +1,40 @@
+"""The running gateway: every long-lived service one app instance holds, in one typed object.
+
+Routes reach it through ``request.app.state.gateway``; nothing here is a module-level global.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pluggy
+
+from gateway.accounts.catalogue import Catalogue
+from gateway.relay.families import FamilyRegistry
+from gateway.settings.config import Config
+
+if TYPE_CHECKING:
+    from gateway.accounts.auth import Authenticator
+    from gateway.accounts.metering.meter import Meter
+    from gateway.relay.translation import ProtocolAdapter
+    from gateway.storage.base import Storage
+    from gateway.upstream.pool import UpstreamPool
+
+
+@dataclass
+class Gateway:
+    config: Config
+    plugins: pluggy.PluginManager
+    catalogue: Catalogue
+    storage: Storage
+    auth: Authenticator
+    meter: Meter
+    upstreams: UpstreamPool
+    instance_id: str
+    adapters: dict[str, ProtocolAdapter] = field(default_factory=dict)
+    # The client-facing wire families (``gateway_families``): envelopes, credentials, body limits.
+    families: FamilyRegistry = field(default_factory=lambda: FamilyRegistry(()))
+    # Per-app state of plugins (metrics registry, task engine, ...), keyed by plugin name, so that
+    # no plugin needs module-level mutable state.
+    extensions: dict[str, object] = field(default_factory=dict)

@@ -1,0 +1,357 @@
+"""The YAML config file, decoded into Structs; every error names its key path.
+
+``${VAR}`` and ``${VAR:-default}`` are replaced in string values (never in keys) before decoding,
+so a secret coming from the environment is never written into the file. The rules beyond the
+types (unique ids, references between sections, protocols and URL styles) are
+``gateway.settings.checks``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+import yaml
+
+from gateway.runtime.optional_deps import missing_extra_errors
+from gateway.settings.checks import protocol_errors, semantic_errors
+
+
+class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    pass
+
+
+class Listen(_Section):
+    host: str = "127.0.0.1"
+    port: int = 8000
+    # Connections the kernel queues before the server accepts them; on granian also the most
+    # requests one worker serves at once (a stream is one for its whole length).
+    backlog: Annotated[int, msgspec.Meta(ge=64)] = 4096
+
+
+class SimulatorConfig(_Section):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = 8101
+    ttft_ms: float = 0.0
+    token_ms: float = 0.0
+
+
+class BillingConfig(_Section):
+    rmb_per_usd: float = 7.2
+    demo_quota_usd: float = 100.0  # balance of the demo user made on first start
+
+
+class GroupConfig(_Section):
+    ratio: float = 1.0
+    models: list[str] | None = None
+    # Defaults for the keys of this group's users that set no ``rpm`` / ``tpm`` of their own
+    # (``gateway.accounts.ratelimit``): requests and tokens per minute per key; None = no limit.
+    rpm: Annotated[int, msgspec.Meta(ge=1)] | None = None
+    tpm: Annotated[int, msgspec.Meta(ge=1)] | None = None
+
+
+class Price(_Section):
+    """USD. Token prices per million tokens; the rest per unit named in the key."""
+
+    input_per_mtok: float | None = None
+    output_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
+    cache_read_per_mtok: float | None = None
+    reasoning_per_mtok: float | None = None
+    per_second: float | None = None
+    per_minute: float | None = None
+    per_task: float | None = None
+    per_mchar: float | None = None  # speech synthesis: USD per million input characters
+
+
+class ModelConfig(_Section):
+    id: str
+    owned_by: str = "gateway"
+    created: int = 1700000000
+    price: Price = msgspec.field(default_factory=Price)
+    max_output_tokens: int = 4096  # output ceiling reserved when a request sets no max_tokens
+
+
+class TasksConfig(_Section):
+    poll_first_s: float = 5.0
+    poll_interval_s: float = 15.0
+    timeout_s: float = 3600.0
+    callback_allowlist: list[str] = []
+
+
+class UpstreamTimeouts(_Section):
+    connect_s: float = 10.0
+    first_byte_s: float = 120.0
+    idle_s: float = 120.0  # longest silence between two stream chunks
+    # The whole of one attempt, connect to the last byte of the answer (a stream included): an
+    # upstream dripping a huge body a byte at a time is cut here, not when it gives up.
+    total_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0
+
+
+class UpstreamConfig(_Section):
+    name: str
+    # The wire protocol the upstream speaks: any ``protocol`` a registered adapter declares
+    # (checked by ``check_protocols`` once the plugins are known).
+    protocol: str
+    base_url: str
+    api_key: str = ""
+    models: list[str] | dict[str, str] = []
+    priority: int = 0
+    weight: int = 1
+    timeouts: UpstreamTimeouts = msgspec.field(default_factory=UpstreamTimeouts)
+    # Optional APIs the upstream serves besides its protocol's standard paths. The core does not
+    # read them: a translator that can use one looks for the name it documents.
+    features: list[str] = []
+    # Extra headers sent with every call to this upstream (OpenRouter's ``HTTP-Referer``, an
+    # organisation header, a proxy's own credential); they win over the protocol's auth header.
+    headers: dict[str, str] = {}
+    # How URLs and the credential are laid out: "standard" (the protocol's own paths under
+    # ``base_url``) or a style the protocol's adapter declares (``azure`` for ``chat``).
+    style: str = "standard"
+    api_version: str | None = None  # the ``api-version`` query of styles that need one (azure)
+
+    def model_map(self) -> dict[str, str]:
+        """Public model id -> the id this upstream knows it by."""
+        if isinstance(self.models, dict):
+            return dict(self.models)
+        return {m: m for m in self.models}
+
+
+class RoutingConfig(_Section):
+    max_attempts: int = 3  # upstream tries per request, failover included
+    cooldown_s: float = 30.0  # how long a failing upstream is left out
+
+
+class LimitsConfig(_Section):
+    json_body_bytes: int = 32 * 1024 * 1024
+    # Array items and object members in one JSON body: what its decoding costs in time and memory
+    # (``gateway.relay.offload``). 100,000 messages of a chat body are about 300,000.
+    json_max_elements: Annotated[int, msgspec.Meta(gt=0)] = 400_000
+    transcription_bytes: int = 25 * 1024 * 1024
+    video_submit_bytes: int = 200 * 1024 * 1024
+    # Request-body deadlines (``gateway.edge.deadlines``, 408): the longest silence while a body is
+    # coming, and the longest a whole body may take from the start of the request.
+    body_idle_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 30.0
+    body_total_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 300.0
+    # The longest a connection may take to send a complete request head, idle keep-alive time
+    # included; the server then closes it (``gateway.server.options``: granian and hypercorn).
+    header_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 5.0
+    # The largest request head (request line and headers) the server buffers: over it, 431 (400 on
+    # uvicorn), the app never called (``gateway.server.options``). Bodies are not bounded by it.
+    request_head_bytes: Annotated[int, msgspec.Meta(ge=8192)] = 64 * 1024
+    # What an upstream's answer may make the gateway hold (over a limit: a failed attempt, 502).
+    upstream_header_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024  # one header line
+    upstream_header_count: Annotated[int, msgspec.Meta(gt=0)] = 128  # header lines of one answer
+    # Connections open at once to one upstream host (a stream holds one for its whole length).
+    upstream_connections_per_host: Annotated[int, msgspec.Meta(gt=0)] = 4096
+    upstream_body_bytes: Annotated[int, msgspec.Meta(gt=0)] = 64 * 1024 * 1024  # a whole answer, decoded
+    sse_event_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024  # one event of a stream
+    stream_element_bytes: Annotated[int, msgspec.Meta(gt=0)] = 16 * 1024 * 1024  # one JSON array element
+
+
+class RateLimitConfig(_Section):
+    """How the rate limits (``gateway.accounts.ratelimit``) behave when Redis does not answer."""
+
+    on_redis_error: Literal["allow", "deny"] = "allow"  # let calls through, or refuse them (503)
+    redis_timeout_s: Annotated[float, msgspec.Meta(gt=0)] = 0.25  # per Redis command
+
+
+class MeteringConfig(_Section):
+    """How settlements are batched, and how fast a crashed process's reservations are released."""
+
+    batch_max: int = 256  # settlements committed in one transaction at most
+    flush_interval_s: float = 0.025  # the longest a settlement waits for its batch
+    heartbeat_s: float = 2.0  # each process says it is alive this often
+    stale_after_s: float = 10.0  # silent this long = crashed: its reservations are released
+
+
+class LoggingConfig(_Section):
+    access_log: bool = True
+    level: str = "INFO"
+
+
+class Config(_Section, dict=True):
+    listen: Listen = msgspec.field(default_factory=Listen)
+    database: str = "sqlite:///./data/gateway.db"
+    redis: str | None = None
+    admin_key: str | None = None
+    simulator: SimulatorConfig = msgspec.field(default_factory=SimulatorConfig)
+    billing: BillingConfig = msgspec.field(default_factory=BillingConfig)
+    groups: dict[str, GroupConfig] = msgspec.field(default_factory=lambda: {"default": GroupConfig()})
+    models: list[ModelConfig] = []
+    tasks: TasksConfig = msgspec.field(default_factory=TasksConfig)
+    upstreams: list[UpstreamConfig] = []
+    routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
+    limits: LimitsConfig = msgspec.field(default_factory=LimitsConfig)
+    metering: MeteringConfig = msgspec.field(default_factory=MeteringConfig)
+    ratelimit: RateLimitConfig = msgspec.field(default_factory=RateLimitConfig)
+    logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+    trusted_proxies: list[str] = []  # IPs/CIDRs whose X-Forwarded-For is believed
+
+    @cached_property
+    def models_by_id(self) -> dict[str, ModelConfig]:
+        return {m.id: m for m in self.models}
+
+    def model(self, model_id: str) -> ModelConfig | None:
+        return self.models_by_id.get(model_id)
+
+
+class ConfigError(Exception):
+    """One or more config problems, each line ``key.path: what is wrong``."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("\n".join(errors))
+        self.errors = errors
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-(.*?))?\}")
+
+
+# What the database commands of the CLI (users, keys, top-up, audit) read: an unset ``${VAR}``
+# anywhere else (an upstream's secret, the admin key) is no error for them; only ``serve`` needs it.
+DATABASE_KEYS = frozenset({"database", "redis"})
+
+
+def _interpolate(value: Any, path: str, errors: list[str] | None) -> Any:
+    """``errors`` None: an unset variable without a default becomes "" silently."""
+    if isinstance(value, str):
+        def replace(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name in os.environ:
+                return os.environ[name]
+            if default is not None:
+                return default
+            if errors is not None:
+                errors.append(f"{path or '$'}: environment variable {name} is not set")
+            return ""
+        return _VAR.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: _interpolate(v, _join(path, str(k)), errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+    return value
+
+
+def _interpolate_top(raw: dict[Any, Any], errors: list[str], env_needed_by: Collection[str] | None) -> Any:
+    def needed(key: Any) -> bool:
+        return env_needed_by is None or key in env_needed_by
+
+    return {key: _interpolate(value, str(key), errors if needed(key) else None) for key, value in raw.items()}
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+_MSGSPEC_PATH = re.compile(r" - at `\$(.*)`$")
+
+
+def _msgspec_error(exc: msgspec.ValidationError, prefix: str) -> str:
+    """``Expected `int`, got `str` - at `$.port``` -> ``listen.port: expected `int`, got `str```."""
+    text = str(exc)
+    match = _MSGSPEC_PATH.search(text)
+    sub = match.group(1) if match else ""
+    message = text[: match.start()] if match else text
+    unknown = re.match(r"Object contains unknown field `(.+)`", message)
+    if unknown:
+        sub = f"{sub}.{unknown.group(1)}"
+        message = "unknown key"
+    path = prefix + sub
+    path = path.lstrip(".") or "$"
+    return f"{path}: {message[:1].lower()}{message[1:]}"
+
+
+def _decode_sections(raw: dict[str, Any], errors: list[str]) -> dict[str, Any]:
+    """Validate each top-level key (and each list item) on its own so that all errors are found."""
+    fields = {f.name: f.type for f in msgspec.structs.fields(Config)}
+    good: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in fields:
+            errors.append(f"{key}: unknown key")
+            continue
+        if isinstance(value, list) and key in ("models", "upstreams"):
+            item_type = ModelConfig if key == "models" else UpstreamConfig
+            items_ok = True
+            for i, item in enumerate(value):
+                try:
+                    msgspec.convert(item, item_type, strict=False)
+                except msgspec.ValidationError as exc:
+                    errors.append(_msgspec_error(exc, f"{key}[{i}]"))
+                    items_ok = False
+            if items_ok:
+                good[key] = value
+            continue
+        try:
+            msgspec.convert({key: value}, Config, strict=False)
+            good[key] = value
+        except msgspec.ValidationError as exc:
+            errors.append(_msgspec_error(exc, ""))
+    return good
+
+
+# ``base_url: simulator``: the simulator of this config (``simulator.host``/``port``), so that its
+# port is written once and the upstreams follow it.
+SIMULATOR_BASE_URL = "simulator"
+
+
+def simulator_url(sim: SimulatorConfig) -> str:
+    """Where the configured simulator answers (a wildcard listen address is reached on loopback)."""
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(sim.host, sim.host)
+    return f"http://[{host}]:{sim.port}" if ":" in host else f"http://{host}:{sim.port}"
+
+
+def _resolve_simulator(config: Config) -> None:
+    for up in config.upstreams:
+        if up.base_url == SIMULATOR_BASE_URL:
+            up.base_url = simulator_url(config.simulator)
+
+
+
+def check_protocols(config: Config, known: Collection[str]) -> None:
+    """ConfigError unless every upstream's protocol is one of ``known`` (the adapters' protocols)."""
+    errors = protocol_errors(config, known)
+    if errors:
+        raise ConfigError(errors)
+
+
+def parse_config(text: str, protocols: Collection[str] | None = None, *,
+                 env_needed_by: Collection[str] | None = None) -> Config:
+    """Decode config text; raises ConfigError listing every problem found. With ``protocols`` (the
+    protocols of the registered adapters) an upstream's unknown protocol is one of them. With
+    ``env_needed_by`` (top-level keys, e.g. ``DATABASE_KEYS``) only the ``${VAR}``s under those
+    keys must be set; the others are read as "" when unset."""
+    errors: list[str] = []
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"$: not valid YAML: {exc}"]) from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(["$: the config must be a mapping"])
+    raw = _interpolate_top(raw, errors, env_needed_by)
+    good = _decode_sections(raw, errors)
+    if errors:
+        raise ConfigError(errors)
+    config = msgspec.convert(good, Config, strict=False)
+    _resolve_simulator(config)
+    errors += semantic_errors(config)
+    errors += missing_extra_errors(config)  # postgresql:// or redis: without their extra
+    if protocols is not None:
+        errors += protocol_errors(config, protocols)
+    if errors:
+        raise ConfigError(errors)
+    return config
+
+
+def load_config(path: str | Path, protocols: Collection[str] | None = None, *,
+                env_needed_by: Collection[str] | None = None) -> Config:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"$: cannot read {path}: {exc.strerror}"]) from exc
+    return parse_config(text, protocols, env_needed_by=env_needed_by)
