@@ -35,8 +35,12 @@ lock:
 run: $(STAMP)
 	$(BIN)/gateway serve --config config/gateway.yaml
 
+# The suite on every core (pytest-xdist; TEST_WORKERS=0 runs it in this process): the tests that use
+# the machine's Redis run in one group, in turn (tests/conftest.py).
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 # `make bench` writes bench/results/latest.md (about 15 minutes; QUICK=1: about 3); it needs wrk
 # (apt-get install -y wrk). `make bench-compare` adds the LiteLLM proxy from its own virtualenv

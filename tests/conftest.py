@@ -44,6 +44,27 @@ ADMIN_KEY = "admin-test-key"
 STARTUP_TIMEOUT_S = 10.0
 
 
+# --- parallel workers (``make test`` runs pytest-xdist with ``--dist loadgroup``) ----------------------
+# Each worker has its own event loop, simulator, temporary directories and random ports, and every
+# PostgreSQL test its own database (gateway.storage.testing.fresh_database). The machine's Redis
+# is the one thing they would share: its pub/sub channels ignore the db number and some tests count
+# a channel's subscribers, so every test that talks to it runs in one group, on one worker, in turn.
+
+
+def _uses_machine_redis(item: pytest.Item) -> bool:
+    module = getattr(item, "module", None)
+    return (item.get_closest_marker("redis") is not None or "redis_url" in getattr(item, "fixturenames", ())
+            or hasattr(module, "REDIS_URL"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        if _uses_machine_redis(item):
+            item.add_marker(pytest.mark.xdist_group("machine-redis"))
+
+
 # --- the simulator -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
