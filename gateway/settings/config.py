@@ -83,6 +83,14 @@ class TasksConfig(_Section):
     poll_interval_s: float = 15.0
     timeout_s: float = 3600.0
     callback_allowlist: list[str] = []
+    # Result files (images, music, videos) served by the gateway (``gateway.tasks.media``): the
+    # largest file one download relays, the longest one download may take, how long a signed link
+    # stays valid, and the gateway's address as clients reach it (links in callbacks need it; a
+    # response's links otherwise use the address the request came to).
+    media_download_bytes: Annotated[int, msgspec.Meta(gt=0)] = 2 * 1024 * 1024 * 1024
+    media_download_s: Annotated[float, msgspec.Meta(gt=0)] = 1800.0
+    media_link_ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 86400.0
+    public_url: str | None = None
 
 
 class UpstreamTimeouts(_Section):
@@ -115,6 +123,9 @@ class UpstreamConfig(_Section):
     # ``base_url``) or a style the protocol's adapter declares (``azure`` for ``chat``).
     style: str = "standard"
     api_version: str | None = None  # the ``api-version`` query of styles that need one (azure)
+    # Result links of media tasks: "gateway" hands out the gateway's own (signed) links and relays
+    # the files; "upstream" hands out the upstream's links as it gave them (CONTRACT 6d).
+    media_links: Literal["gateway", "upstream"] = "gateway"
 
     def model_map(self) -> dict[str, str]:
         """Public model id -> the id this upstream knows it by."""
