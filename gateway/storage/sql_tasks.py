@@ -27,9 +27,7 @@ import msgspec
 
 from gateway.storage import sql_money as m
 from gateway.storage.rows import Settlement, TaskCallback, TaskRecord
-
-if TYPE_CHECKING:
-    from gateway.storage.sql_common import Dialect
+from gateway.storage.sql_dialect import Dialect
 
 T = TypeVar("T")
 _FIELDS: tuple[str, ...] = TaskRecord.__struct_fields__
