@@ -18,6 +18,7 @@ to the ``gateway_handle_exception`` hook (500, no stack trace in the body).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 import time
@@ -47,6 +48,7 @@ __all__ = [
     "families_of",
     "get_gateway",
     "handle_unexpected",
+    "internal_error_response",
     "json_response",
     "new_request_id",
     "path_error_response",
@@ -57,6 +59,9 @@ __all__ = [
 REQUEST_ID_HEADER = "X-Service-Request-Id"
 JSON_MEDIA_TYPE = "application/json"
 CLIENT_CLOSED = 499
+
+# The logger of unexpected errors (the built-in ``gateway_handle_exception``).
+error_log = logging.getLogger("gateway.runtime.errors")
 
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
@@ -241,10 +246,19 @@ def handle_unexpected(request: Request, exc: BaseException, family: str) -> Resp
     if gateway is not None:
         response = gateway.plugins.hook.gateway_handle_exception(request=request, exc=exc, family=family)
     if response is None:  # no gateway (bare app in a unit test): still no stack trace
-        from gateway.hooks.defaults import gateway_handle_exception
-
-        response = gateway_handle_exception(request=request, exc=exc, family=family)
+        response = internal_error_response(request, exc, family)
     return response
+
+
+def internal_error_response(request: Request, exc: BaseException, family: str) -> Response:
+    """500 in the family's envelope (the built-in ``gateway_handle_exception``). The stack trace goes
+    to the log (with the request id, so an operator can find it from what the client saw), never
+    into the body."""
+    rid = request_id(request)
+    error_log.error("unhandled error in %s %s [%s]", request.method, request.url.path, rid,
+                    exc_info=(type(exc), exc, exc.__traceback__))
+    err = GatewayError(f"The server had an error while processing your request (request id {rid}).")
+    return error_response(family, err, request)
 
 
 def endpoint(family: str) -> Callable[[Handler], Handler]:
