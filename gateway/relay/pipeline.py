@@ -35,7 +35,7 @@ from gateway.relay.tokens import (
     request_token_bound,
     text_token_bound,
 )
-from gateway.relay.translation import EmbeddingFrontend, Frontend
+from gateway.relay.translation import EmbeddingFrontend, Frontend, takes_fast_path
 from gateway.runtime.context import Gateway
 from gateway.runtime.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.upstream.attempt import attempt, build_call, build_embedding_call, read_body
@@ -98,7 +98,7 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         # better than the body's estimate, and a bad request is refused before any upstream sees it.
         # The first such candidate's upstream request is built in the same go, off the event loop
         # for a large body: encoding 100,000 messages is as slow as decoding them.
-        translating = [t for t in targets if t.protocol != family]
+        translating = [t for t in targets if not takes_fast_path(frontend, t.protocol)]
         input_estimate = view.input_tokens_estimate
         if translating:
             pool = ctx.gateway.upstreams
@@ -134,7 +134,7 @@ def _answer(call: ClientCall, pool: UpstreamPool, target: Target, data: bytes,
             public: str) -> tuple[bytes, Usage]:
     """The client's answer to the upstream's ``data``, and the usage to charge."""
     frontend = call.frontend
-    if target.protocol == frontend.family:
+    if takes_fast_path(frontend, target.protocol):
         usage = frontend.fast_usage(data)
         out = frontend.fast_response(data, call, public)
         if usage is None:
@@ -170,7 +170,7 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
         input_estimate = sum(text_token_bound(text) for text in embed.inputs)
         if embed.token_inputs:
             input_estimate += sum(len(tokens) for tokens in embed.token_inputs)
-            targets = [t for t in targets if t.protocol == family]
+            targets = [t for t in targets if takes_fast_path(frontend, t.protocol)]
             if not targets:
                 raise InvalidRequest("Token-id `input` can only be embedded by an upstream of this API's own "
                                      f"format, and none serves `{embed.model}`; send text instead.",
@@ -202,7 +202,7 @@ async def _embed_once(request: Request, ctx: CallContext, frontend: EmbeddingFro
 
 def _embedding_answer(frontend: EmbeddingFrontend, embed: EmbeddingRequest, pool: UpstreamPool,
                       target: Target, data: bytes, public: str) -> tuple[bytes, Usage | None]:
-    if target.protocol == frontend.family:
+    if takes_fast_path(frontend, target.protocol):
         return frontend.fast_embedding_response(data, embed, public)
     decoded = pool.adapter(target.protocol).decode_embedding_response(data, embed)
     decoded.model = public

@@ -35,7 +35,7 @@ from gateway.relay.canonical import (
     UsageReport,
 )
 from gateway.relay.tokens import estimate_request_tokens, estimate_text_tokens
-from gateway.relay.translation import UpstreamCall
+from gateway.relay.translation import UpstreamCall, takes_fast_path
 from gateway.runtime.errors import GatewayError
 from gateway.runtime.secrets_scrub import scrub_secrets
 from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, upstream_io
@@ -209,7 +209,7 @@ async def open_stream(ctx: CallContext, call: ClientCall, targets: list[Target])
     pool = ctx.gateway.upstreams
 
     def make(target: Target, response: UpstreamAnswer) -> StreamTransform:
-        if target.protocol == call.frontend.family:
+        if takes_fast_path(call.frontend, target.protocol):
             return _Fast(ctx, call, target, response.headers.get("Content-Type", "text/event-stream"))
         return _Translate(ctx, call, target)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from starlette.responses import Response
 
 from gateway.edge.http import json_response
-from gateway.relay.translation import UpstreamCall
+from gateway.relay.translation import UpstreamCall, same_format
 from gateway.runtime.errors import UpstreamError
 from gateway.upstream.attempt import UpstreamFailure, open_response, read_body
 from gateway.upstream.pool import Target, UpstreamPool
@@ -42,7 +42,7 @@ async def upstream_count(pool: UpstreamPool, model: str, family: str, request_id
     """The count of the first same-format upstream of ``model`` that gives one: ``build`` makes
     its call, ``read`` finds the figure in a 200 answer (None when it has none)."""
     for target in pool.targets(model, "generate"):
-        if target.protocol != family:
+        if not same_format(target.protocol, family):
             continue
         try:
             response = await open_response(pool, target, build(target), request_id)

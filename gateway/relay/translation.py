@@ -4,8 +4,8 @@ A translator module (``translators/<family>``) provides both for its wire format
 
 * ``Frontend``: decodes the client's wire request into a ``ChatRequest`` and encodes canonical
   responses and stream events back into the client's wire format. It also knows how to read the
-  few fields that metering and routing need straight from the bytes (``peek``), and how to treat a
-  same-format upstream's bytes on the fast path (``FastPath``).
+  few fields that metering and routing need straight from the bytes (``peek``), and, optionally,
+  how to relay a same-format upstream's bytes as they are (the fast path: ``takes_fast_path``).
 * ``UpstreamAdapter``: builds the wire request for an upstream of its protocol from a
   ``ChatRequest`` and decodes that upstream's answers (whole, or streamed) into canonical form.
   It is the text kind of ``ProtocolAdapter``, which every upstream adapter (text or media) is.
@@ -15,8 +15,9 @@ Both are pure: no I/O. The core pipeline (``gateway.relay.pipeline``) does the H
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import msgspec
 
@@ -101,61 +102,111 @@ class FastPathStream(Protocol):
     def complete(self) -> bool: ...
 
 
-class Frontend(Protocol):
-    """Stateless: one object serves every request; what one request needs is in its ``ClientCall``."""
+class Frontend(ABC):
+    """The client-facing side of a wire family: subclass it. Stateless: one object serves every
+    request; what one request needs is in its ``ClientCall``.
+
+    A family writes only its translation (``peek``, ``decode_request``, ``encode_response``,
+    ``stream_encoder``). The same-format fast path (the four ``fast_*`` methods: the client's bytes
+    sent as they are to an upstream of the family's own protocol) is optional: a subclass that
+    defines none of them is served through translation on such an upstream too (its adapter turns
+    the canonical request back into the family's wire). One that defines them defines all four."""
 
     family: str  # the wire family's name, e.g. "chat"
+    has_fast_path: ClassVar[bool] = False  # set for each subclass from the methods it defines
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.has_fast_path = _defines_all(cls, Frontend, _FAST_METHODS)
+
+    @abstractmethod
     def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:
         """Minimal decode for auth/metering/routing; raises InvalidRequest on malformed input."""
-        ...
 
+    @abstractmethod
     def decode_request(self, call: ClientCall) -> ChatRequest:
         """Full decode and validation; raises InvalidRequest naming the field. Called at most once
         per call (through ``call.canonical()``); after ``call.forwarded`` it may be lenient."""
-        ...
 
+    @abstractmethod
     def encode_response(self, response: ChatResponse, request: ChatRequest) -> bytes: ...
 
+    @abstractmethod
     def stream_encoder(self, request: ChatRequest, call: ClientCall) -> StreamEncoder: ...
 
-    # --- same-format fast path: the upstream speaks this family's protocol --------------------
+    # --- optional: the same-format fast path (see ``takes_fast_path``) ----------------------
 
     def fast_request(self, call: ClientCall) -> UpstreamCall:
         """The upstream call for the client's own bytes (for ``call.upstream_model``), changing only
         what must change (the model id when aliased, asking the upstream for stream usage)."""
-        ...
+        raise NotImplementedError(f"{type(self).__name__} has no fast path")
 
     def fast_usage(self, body: bytes) -> Usage | None:
         """Usage from a same-format, non-streamed upstream answer body."""
-        ...
+        raise NotImplementedError(f"{type(self).__name__} has no fast path")
 
     def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> FastPathStream:
         """The watcher of one same-format stream; what it holds of an unfinished event or element
         stays within ``limits`` (``gateway.wire.frames``)."""
-        ...
+        raise NotImplementedError(f"{type(self).__name__} has no fast path")
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         """The upstream's body as sent to the client (model id restored when aliased)."""
-        ...
+        raise NotImplementedError(f"{type(self).__name__} has no fast path")
 
 
-class EmbeddingFrontend(Protocol):
+class EmbeddingFrontend(ABC):
+    """The embeddings side of a wire family: subclass it. The two ``fast_embedding_*`` methods are
+    optional, as ``Frontend``'s fast path is (both or neither)."""
+
     family: str
+    has_fast_path: ClassVar[bool] = False
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.has_fast_path = _defines_all(cls, EmbeddingFrontend, _FAST_EMBEDDING_METHODS)
+
+    @abstractmethod
     def decode_embedding_request(self, body: bytes, path_model: str | None) -> EmbeddingRequest:
         """Full decode and validation; raises InvalidRequest naming the field."""
-        ...
 
+    @abstractmethod
     def encode_embedding_response(self, response: EmbeddingResponse, request: EmbeddingRequest) -> bytes: ...
 
     def fast_embedding_request(self, body: bytes, request: EmbeddingRequest,
-                               upstream_model: str) -> UpstreamCall: ...
+                               upstream_model: str) -> UpstreamCall:
+        raise NotImplementedError(f"{type(self).__name__} has no fast path")
 
     def fast_embedding_response(self, body: bytes, request: EmbeddingRequest,
                                 public_model: str) -> tuple[bytes, Usage | None]:
         """A same-format upstream's answer as sent to the client, and the usage it reports."""
-        ...
+        raise NotImplementedError(f"{type(self).__name__} has no fast path")
+
+
+_FAST_METHODS = ("fast_request", "fast_usage", "fast_stream", "fast_response")
+_FAST_EMBEDDING_METHODS = ("fast_embedding_request", "fast_embedding_response")
+
+
+def _defines_all(cls: type, base: type, names: tuple[str, ...]) -> bool:
+    """Whether ``cls`` overrides every method of ``names`` (False when none; a part is an error)."""
+    defined = [name for name in names if getattr(cls, name) is not getattr(base, name)]
+    if defined and len(defined) != len(names):
+        missing = ", ".join(name for name in names if name not in defined)
+        raise TypeError(f"{cls.__name__} defines part of the fast path: add {missing}, or none of them")
+    return bool(defined)
+
+
+def same_format(protocol: str, family: str) -> bool:
+    """The one decision of "same format": an upstream whose ``protocol`` is the client family's
+    name speaks the client's own wire format (its adapter and the family's frontend are one API)."""
+    return protocol == family
+
+
+def takes_fast_path(frontend: Frontend | EmbeddingFrontend, protocol: str) -> bool:
+    """Whether a call of ``frontend`` to an upstream of ``protocol`` sends the client's own bytes:
+    the upstream speaks the same format and the frontend has a fast path. Otherwise the call is
+    translated, through the canonical model and the protocol's adapter."""
+    return frontend.has_fast_path and same_format(protocol, frontend.family)
 
 
 class ProtocolAdapter(Protocol):

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import aiohttp
 
 from gateway.relay.canonical import EmbeddingRequest
-from gateway.relay.translation import EmbeddingFrontend, UpstreamCall
+from gateway.relay.translation import EmbeddingFrontend, UpstreamCall, takes_fast_path
 from gateway.runtime.errors import GatewayError, UpstreamError, UpstreamHTTPError
 from gateway.runtime.observe import current_request_id
 from gateway.runtime.secrets_scrub import scrub_secrets
@@ -289,7 +289,7 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
 def build_call(call: ClientCall, pool: UpstreamPool, target: Target) -> UpstreamCall:
     """The upstream request of a generation for ``target``: the client's own bytes when the target
     speaks the client's format (the fast path), else the canonical request in its protocol."""
-    if target.protocol == call.frontend.family:
+    if takes_fast_path(call.frontend, target.protocol):
         call.forwarded = True
         call.upstream_model = target.upstream_model
         return call.frontend.fast_request(call)
@@ -304,6 +304,6 @@ def build_call(call: ClientCall, pool: UpstreamPool, target: Target) -> Upstream
 def build_embedding_call(frontend: EmbeddingFrontend, request: EmbeddingRequest, body: bytes,
                          pool: UpstreamPool, target: Target) -> UpstreamCall:
     """The upstream request of an embedding call for ``target`` (fast path as for generations)."""
-    if target.protocol == frontend.family:
+    if takes_fast_path(frontend, target.protocol):
         return frontend.fast_embedding_request(body, request, target.upstream_model)
     return pool.adapter(target.protocol).build_embedding_request(request, target.upstream_model)

@@ -1,0 +1,45 @@
+"""Asynchronous task families (images, video, music): the ``TaskFamily`` a plugin returns from
+``gateway_task_families``, the engine that submits, polls, charges or refunds once and calls back
+(``engine_of(gateway)``), and the helpers for Bearer task upstreams. See ``gateway.tasks``."""
+
+from __future__ import annotations
+
+from gateway.storage.rows import TaskRecord
+from gateway.tasks import (
+    Candidate,
+    NewTask,
+    Snapshot,
+    Submitted,
+    TaskAdapter,
+    TaskEngine,
+    TaskFamily,
+    engine_of,
+)
+from gateway.tasks.family import Phase
+from gateway.tasks.upstream import (
+    BearerTaskAdapter,
+    TaskHttp,
+    poll_each,
+    prorated_charge,
+    query_batch,
+    refusal,
+)
+
+__all__ = [
+    "BearerTaskAdapter",
+    "Candidate",
+    "NewTask",
+    "Phase",
+    "Snapshot",
+    "Submitted",
+    "TaskAdapter",
+    "TaskEngine",
+    "TaskFamily",
+    "TaskHttp",
+    "TaskRecord",
+    "engine_of",
+    "poll_each",
+    "prorated_charge",
+    "query_batch",
+    "refusal",
+]
