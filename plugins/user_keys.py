@@ -18,6 +18,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.accounts.records import UserRecord
 from gateway.admin.api import AdminOps, KeyCreate, KeyPatch, _path_id
+from gateway.admin.idempotency import idempotent, user_caller
 from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body
 from gateway.hooks.specs import hookimpl
 from gateway.relay.families import DEFAULT_FAMILY
@@ -64,6 +65,7 @@ async def list_keys(request: Request) -> Response:
 
 
 @endpoint(DEFAULT_FAMILY)
+@idempotent(user_caller)
 async def create_key(request: Request) -> Response:
     ops, user = await _caller(request)
     raw = await read_json_body(request)

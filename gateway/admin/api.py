@@ -19,6 +19,7 @@ from gateway.accounts.keys import generate_api_key, generate_user_token, hash_se
 from gateway.accounts.metering.quota_leases import as_shown
 from gateway.accounts.money import nano_to_usd, usd_to_nano
 from gateway.accounts.records import KeyRecord, UserRecord
+from gateway.admin.idempotency import admin_caller, idempotent
 from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.edge.openapi import documented
 from gateway.relay.families import DEFAULT_FAMILY
@@ -239,6 +240,7 @@ def _path_id(request: Request) -> int:
 
 @endpoint(DEFAULT_FAMILY)
 @documented("Create a user", request=UserCreate, status=201)
+@idempotent(admin_caller)
 async def create_user(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), UserCreate)
@@ -259,6 +261,7 @@ async def get_user(request: Request) -> Response:
 
 @endpoint(DEFAULT_FAMILY)
 @documented("Top up a user's quota", request=TopUp)
+@idempotent(admin_caller)
 async def topup(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), TopUp)
@@ -267,6 +270,7 @@ async def topup(request: Request) -> Response:
 
 @endpoint(DEFAULT_FAMILY)
 @documented("Create an API key", request=KeyCreate, status=201)
+@idempotent(admin_caller)
 async def create_key(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), KeyCreate)

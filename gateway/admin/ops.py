@@ -27,6 +27,7 @@ from gateway.admin.api import (
     name_taken,
     optional_nano,
 )
+from gateway.admin.idempotency import admin_caller, idempotent
 from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.edge.openapi import documented
 from gateway.relay.families import DEFAULT_FAMILY
@@ -182,6 +183,7 @@ async def delete_user_route(request: Request) -> Response:
 
 @endpoint(DEFAULT_FAMILY)
 @documented("Adjust a user's quota (a ledger entry with a reason)", request=Adjust)
+@idempotent(admin_caller)
 async def adjust_route(request: Request) -> Response:
     ops = _ops(request)
     body = decode_body(await read_json_body(request), Adjust)

@@ -27,6 +27,7 @@ from gateway.storage.rows import (
     AuditProblem,
     DailyCost,
     Document,
+    IdempotencyEntry,
     KeyChanges,
     LogFilter,
     LogPage,
@@ -231,6 +232,22 @@ class Storage(ABC):
 
     async def user_tasks(self, user_id: int, page: int, page_size: int) -> tuple[list[TaskRecord], int]:
         """One page of a user's media tasks, newest first, and how many there are."""
+        raise NotImplementedError
+
+    # --- idempotency keys (``sql_idempotency``, CONTRACT 4c) ---------------------------------------
+    async def claim_idempotency(self, scope: str, key: str, request_hash: str,
+                                keep_s: float) -> IdempotencyEntry | None:
+        """None when the caller now holds ``key`` of ``scope`` (exactly one of concurrent
+        claimers does); else what the key holds. Entries older than ``keep_s`` are forgotten."""
+        raise NotImplementedError
+
+    async def idempotency_entry(self, scope: str, key: str) -> IdempotencyEntry | None:
+        raise NotImplementedError
+
+    async def finish_idempotency(self, scope: str, key: str, status: int, answer: str) -> None:
+        raise NotImplementedError
+
+    async def release_idempotency(self, scope: str, key: str) -> None:
         raise NotImplementedError
 
     # --- documents (``sql_documents``) -------------------------------------------------------------

@@ -179,3 +179,14 @@ class LogFilter(msgspec.Struct, omit_defaults=True):
     request_id: str | None = None
     since: float | None = None
     until: float | None = None
+
+
+class IdempotencyEntry(msgspec.Struct, frozen=True):
+    """What an ``Idempotency-Key`` already holds (CONTRACT 4c): the request it was first used for
+    (``request_hash``) and its answer, ``status`` None while that request is still being served;
+    ``age_s`` since it was claimed, by the database's clock."""
+
+    request_hash: str
+    status: int | None
+    answer: str | None
+    age_s: float

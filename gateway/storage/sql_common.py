@@ -39,6 +39,7 @@ from gateway.storage.sql_dialect import POSTGRES as POSTGRES
 from gateway.storage.sql_dialect import SQLITE as SQLITE
 from gateway.storage.sql_dialect import Dialect
 from gateway.storage.sql_documents import SqlDocuments
+from gateway.storage.sql_idempotency import SqlIdempotency
 from gateway.storage.sql_tasks import SqlTaskStore
 
 T = TypeVar("T")
@@ -99,7 +100,7 @@ def _reservation(row: Row) -> Reservation:
                        amount_nano=row["amount_nano"], instance=row["instance"])
 
 
-class SqlStorage(SqlDocuments, SqlTaskStore, Storage):
+class SqlStorage(SqlDocuments, SqlIdempotency, SqlTaskStore, Storage):
     dialect: Dialect
 
     def __init__(self) -> None:
