@@ -52,15 +52,30 @@ they are imported only by the functions that configure them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from granian.constants import HTTPModes
 from granian.http import HTTP1Settings
 
-from gateway.server.servers import ServerLimits
+from gateway.settings.config import LimitsConfig
 
 if TYPE_CHECKING:
     from hypercorn.config import Config as HypercornConfig
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What the config asks of the server about request heads (each server takes them in its own
+    options, below)."""
+
+    # A connection that has not sent a complete request head by then is closed.
+    header_timeout_s: float = 5.0  # limits.header_timeout_s
+    head_bytes: int = 64 * 1024  # limits.request_head_bytes: a larger head is refused
+
+    @classmethod
+    def of(cls, limits: LimitsConfig) -> ServerLimits:
+        return cls(limits.header_timeout_s, limits.request_head_bytes)
+
 
 GRANIAN_HTTP = HTTPModes.http1
 GRANIAN_MIN_BUFFER = 8192  # hyper panics on a smaller max_buffer_size

@@ -35,11 +35,11 @@ import os
 import signal
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-if TYPE_CHECKING:
-    from gateway.settings.config import LimitsConfig
+from gateway.server.options import GRANIAN_HTTP, granian_http1, hypercorn_config, uvicorn_options
+from gateway.server.options import ServerLimits as ServerLimits
 
 log = logging.getLogger("gateway.server.serve")
 
@@ -50,25 +50,12 @@ FACTORY_ENV = "GATEWAY_SERVER_FACTORY"  # the real factory, for worker_factory i
 
 
 @dataclass(frozen=True)
-class ServerLimits:
-    """What the config asks of the server about request heads (``gateway.server.options``)."""
-
-    # A connection that has not sent a complete request head by then is closed.
-    header_timeout_s: float = 5.0  # limits.header_timeout_s
-    head_bytes: int = 64 * 1024  # limits.request_head_bytes: a larger head is refused
-
-    @classmethod
-    def of(cls, limits: LimitsConfig) -> ServerLimits:
-        return cls(limits.header_timeout_s, limits.request_head_bytes)
-
-
-@dataclass(frozen=True)
 class Listen:
     host: str
     port: int
     workers: int = 1
     graceful_s: float = 10.0
-    limits: ServerLimits = ServerLimits()
+    limits: ServerLimits = field(default_factory=ServerLimits)
     backlog: int = 4096  # listen.backlog
 
 
@@ -149,8 +136,6 @@ def _granian(factory: str, listen: Listen) -> int:
     from granian import Granian
     from granian.constants import Interfaces, Loops
 
-    from gateway.server.options import GRANIAN_HTTP, granian_http1
-
     loop = Loops.uvloop if event_loop_factory() is not None else Loops.asyncio
     Granian(factory, address=listen.host, port=listen.port, interface=Interfaces.ASGI, factory=True,
             workers=max(listen.workers, 1), loop=loop, websockets=False,
@@ -163,8 +148,6 @@ def _granian(factory: str, listen: Listen) -> int:
 
 def _uvicorn(factory: str, listen: Listen) -> int:
     import uvicorn
-
-    from gateway.server.options import uvicorn_options
 
     loop = "uvloop" if event_loop_factory() is not None else "asyncio"
     common: dict[str, Any] = {
@@ -188,8 +171,6 @@ def _uvicorn(factory: str, listen: Listen) -> int:
 
 
 def _hypercorn(factory: str, listen: Listen) -> int:
-    from gateway.server.options import hypercorn_config
-
     hyper = hypercorn_config(listen.limits)
     hyper.bind = [netloc(listen.host, listen.port)]
     hyper.backlog = listen.backlog
