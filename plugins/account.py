@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute, Route
 
-from gateway.hooks.specs import hookimpl
-from gateway.runtime.context import Gateway
+from gateway.api import Gateway, hookimpl
 from plugins.account_views import billing_subscription, billing_usage, log_self, user_self
 
 

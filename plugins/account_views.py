@@ -19,12 +19,16 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.accounts.money import NANO_PER_USD, nano_to_usd, ratio_of
-from gateway.accounts.records import KeyRecord, RequestLog, UserRecord
-from gateway.edge.http import endpoint, get_gateway, json_response
-from gateway.relay.families import DEFAULT_FAMILY
-from gateway.runtime.errors import InvalidApiKey, InvalidRequest
-from gateway.storage.rows import DailyCost
+from gateway.api import DEFAULT_FAMILY, InvalidApiKey, InvalidRequest, endpoint, get_gateway, json_response
+from gateway.api.accounts import (
+    NANO_PER_USD,
+    DailyCost,
+    KeyRecord,
+    RequestLog,
+    UserRecord,
+    nano_to_usd,
+    ratio_of,
+)
 
 MAX_USAGE_DAYS = 100  # spec section 8: usage query span
 DEFAULT_PAGE_SIZE = 20

@@ -14,11 +14,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.edge.http import JSON_MEDIA_TYPE, endpoint, get_gateway
-from gateway.edge.openapi import build_document, documented
-from gateway.hooks.specs import hookimpl
-from gateway.relay.families import DEFAULT_FAMILY
-from gateway.runtime.context import Gateway
+from gateway.api import (
+    DEFAULT_FAMILY,
+    JSON_MEDIA_TYPE,
+    Gateway,
+    build_document,
+    documented,
+    endpoint,
+    get_gateway,
+    hookimpl,
+)
 
 EXTENSION = "openapi"
 PATH = "/openapi.json"

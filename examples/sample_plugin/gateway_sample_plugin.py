@@ -9,10 +9,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.records import RequestLog
-from gateway.edge.http import endpoint, get_gateway, json_response
-from gateway.hooks.specs import hookimpl
-from gateway.runtime.context import Gateway
+from gateway.api import Gateway, endpoint, get_gateway, hookimpl, json_response
+from gateway.api.accounts import RequestLog
 
 EXTENSION = "sample"
 

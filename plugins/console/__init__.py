@@ -16,12 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.edge.http import endpoint
-from gateway.edge.openapi import documented
-from gateway.hooks.specs import hookimpl
-from gateway.relay.families import DEFAULT_FAMILY
-from gateway.runtime.context import Gateway
-from gateway.runtime.errors import NotFound
+from gateway.api import DEFAULT_FAMILY, Gateway, NotFound, documented, endpoint, hookimpl
 from plugins.console.views import console_logs, console_summary, console_tasks
 
 # Images, video and audio of media tasks come from wherever the upstream keeps them.

@@ -17,11 +17,9 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.accounts.money import nano_to_usd
-from gateway.admin.ops import log_filter, log_json, paging
-from gateway.edge.http import endpoint, get_gateway, json_response
-from gateway.relay.families import DEFAULT_FAMILY
-from gateway.storage.rows import LogFilter, TaskRecord
+from gateway.api import DEFAULT_FAMILY, endpoint, get_gateway, json_response
+from gateway.api.accounts import LogFilter, log_filter, log_json, nano_to_usd, paging
+from gateway.api.tasks import TaskRecord
 
 DAYS = 30
 _DAY_S = 86_400

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from translators.audio.family import WIRE_FAMILY
 
 if TYPE_CHECKING:
     from aiohttp import web
     from starlette.routing import BaseRoute
 
-    from gateway.relay.families import WireFamily
-    from gateway.runtime.context import Gateway
+    from gateway.api import Gateway, WireFamily
 
 
 @hookimpl

@@ -14,8 +14,8 @@ from fractions import Fraction
 
 import msgspec
 
-from gateway.accounts.money import TokenPrices, scaled_cost
-from gateway.wire.audio_duration import AudioProbe, fallback_seconds, upper_bound_seconds
+from gateway.api.accounts import TokenPrices, scaled_cost
+from gateway.api.wire import AudioProbe, fallback_seconds, upper_bound_seconds
 
 
 class _UsageView(msgspec.Struct):

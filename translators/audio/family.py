@@ -5,8 +5,7 @@ speech takes a JSON body: the JSON limit."""
 
 from __future__ import annotations
 
-from gateway.relay.families import MULTIPART_SLACK, BearerFamily
-from gateway.settings.config import LimitsConfig
+from gateway.api import MULTIPART_SLACK, BearerFamily, LimitsConfig
 
 FAMILY = "audio"
 PREFIX = "/v1/audio/"

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
-from gateway.runtime.errors import InvalidRequest
+from gateway.api import InvalidRequest
 
 Task = Literal["transcriptions", "translations"]
 

@@ -6,8 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.edge.http import endpoint
-from gateway.edge.openapi import MULTIPART, documented
+from gateway.api import MULTIPART, documented, endpoint
 from translators.audio.family import FAMILY, SPEECH, TRANSCRIPTIONS, TRANSLATIONS
 from translators.audio.form import GRANULARITIES, GRANULARITY_FIELD, RESPONSE_FORMATS
 from translators.audio.speech import SpeechRequest, serve_speech

@@ -23,9 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.audio_duration import AudioProbe
-from gateway.wire.multipart import MultipartReader, PartData, PartStart, boundary_of
+from gateway.api import InvalidRequest
+from gateway.api.wire import AudioProbe, MultipartReader, PartData, PartStart, boundary_of
 from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,

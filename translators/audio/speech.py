@@ -19,14 +19,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.accounts.records import Outcome
-from gateway.edge.http import decode_body, get_gateway, read_json_body
-from gateway.relay.call import CallContext
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import GatewayError, InvalidRequest
-from gateway.upstream.attempt import UpstreamFailure, attempt, start_stream, upstream_io
-from gateway.upstream.client import UpstreamAnswer
-from gateway.upstream.pool import Target
+from gateway.api import GatewayError, InvalidRequest, UpstreamCall, decode_body, get_gateway, read_json_body
+from gateway.api.accounts import Outcome
+from gateway.api.relay import (
+    CallContext,
+    Target,
+    UpstreamAnswer,
+    UpstreamFailure,
+    attempt,
+    start_stream,
+    upstream_io,
+)
 from translators.audio import billing
 from translators.audio.family import FAMILY, SPEECH
 from translators.audio.transcribe import admit, audio_targets, fail

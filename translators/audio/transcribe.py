@@ -17,15 +17,18 @@ import time
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from gateway.accounts.records import Principal
-from gateway.edge.http import arrived, error_response, get_gateway, request_id
-from gateway.relay.call import CallContext
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.context import Gateway
-from gateway.runtime.errors import GatewayError, UpstreamError
-from gateway.upstream.attempt import attempt, read_body
-from gateway.upstream.client import UpstreamAnswer
-from gateway.upstream.pool import Target
+from gateway.api import (
+    Gateway,
+    GatewayError,
+    UpstreamCall,
+    UpstreamError,
+    arrived,
+    error_response,
+    get_gateway,
+    request_id,
+)
+from gateway.api.accounts import Principal
+from gateway.api.relay import CallContext, Target, UpstreamAnswer, attempt, read_body
 from translators.audio import billing
 from translators.audio.family import FAMILY, TRANSCRIPTIONS, TRANSLATIONS
 from translators.audio.form import Task, TranscriptionForm, check_format, parse_form

@@ -22,9 +22,8 @@ from typing import IO
 
 from starlette.requests import ClientDisconnect, Request
 
-from gateway.runtime.errors import InvalidRequest, RequestTooLarge
-from gateway.wire.audio_duration import AudioProbe
-from gateway.wire.multipart import MultipartReader, PartData, PartEnd, PartStart, boundary_of
+from gateway.api import InvalidRequest, RequestTooLarge
+from gateway.api.wire import AudioProbe, MultipartReader, PartData, PartEnd, PartStart, boundary_of
 from translators.audio.form import MAX_FIELD_BYTES, check_filename
 
 SPOOL_MEMORY = 1024 * 1024

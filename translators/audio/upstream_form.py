@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import AsyncIterator
 
-from gateway.relay.translation import UpstreamCall
+from gateway.api import UpstreamCall
 from translators.audio.upload import Upload
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from translators.chat.adapter import ChatAdapter
 from translators.chat.family import WIRE_FAMILY
 from translators.chat.simulator import gateway_simulator_routes as gateway_simulator_routes
@@ -30,9 +30,7 @@ from translators.chat.simulator import gateway_simulator_routes as gateway_simul
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-    from gateway.relay.families import WireFamily
-    from gateway.relay.translation import ProtocolAdapter
-    from gateway.runtime.context import Gateway
+    from gateway.api import Gateway, ProtocolAdapter, WireFamily
 
 
 @hookimpl

@@ -22,7 +22,8 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.relay.canonical import (
+from gateway.api import LimitsConfig, UpstreamCall, UpstreamError
+from gateway.api.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -40,11 +41,8 @@ from gateway.relay.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import UpstreamError
-from gateway.runtime.secrets_scrub import scrub_secrets
-from gateway.settings.config import LimitsConfig
-from gateway.wire.data_url import data_url
+from gateway.api.relay import scrub_secrets
+from gateway.api.wire import data_url
 from translators.chat.azure import AZURE
 from translators.chat.embeddings import base64_to_floats
 from translators.chat.mapping import effort_for_budget, now, stop_reason, usage_from_wire, wire_id

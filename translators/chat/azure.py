@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from gateway.settings.config import UpstreamConfig
+from gateway.api import UpstreamConfig
 
 _PREFIX = "/openai"
 _STANDARD_PREFIX = "/v1"

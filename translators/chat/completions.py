@@ -16,8 +16,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from gateway.relay.call import ClientCall
-from gateway.relay.canonical import (
+from gateway.api import ClientCall, InvalidRequest
+from gateway.api.canonical import (
     ChatRequest,
     ChatResponse,
     Finish,
@@ -28,8 +28,7 @@ from gateway.relay.canonical import (
     TextPart,
     UsageReport,
 )
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.decode import decode
+from gateway.api.wire import decode
 from translators.chat.fastpath import ChatView, OpenAIFastPath
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
 from translators.chat.response import DONE, SSE_CONTENT_TYPE, sse_error, sse_event

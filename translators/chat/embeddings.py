@@ -16,10 +16,9 @@ from typing import Any
 
 import orjson
 
-from gateway.relay.canonical import EmbeddingRequest, EmbeddingResponse, Usage
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.decode import decode, field_error
+from gateway.api import EmbeddingFrontend, InvalidRequest, UpstreamCall, field_error
+from gateway.api.canonical import EmbeddingRequest, EmbeddingResponse, Usage
+from gateway.api.wire import decode
 from translators.chat.fastpath import read_usage, replace_model
 from translators.chat.validation import require
 from translators.chat.wire import embeddings_request_decoder
@@ -114,7 +113,7 @@ def encode_embeddings_response(response: EmbeddingResponse, request: EmbeddingRe
     return encoder.encode(out)
 
 
-class ChatEmbeddingFrontend:
+class ChatEmbeddingFrontend(EmbeddingFrontend):
     """Stateless: what one call's fast path must remember rides on its ``ChatEmbeddingRequest``."""
 
     family = "chat"

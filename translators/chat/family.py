@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from gateway.relay.families import BearerFamily
+from gateway.api import BearerFamily
 
 _PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings")
 _MODELS = "/v1/models"

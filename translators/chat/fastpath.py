@@ -20,15 +20,18 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.relay.call import ClientCall
-from gateway.relay.canonical import ChatRequest, Message, TextPart, Usage
-from gateway.relay.tokens import body_token_bound
-from gateway.relay.translation import RequestView, UpstreamCall
-from gateway.runtime.errors import InvalidRequest
-from gateway.settings.config import LimitsConfig
-from gateway.wire.decode import decode, field_error
-from gateway.wire.frames import MAX_FRAME_BYTES
-from gateway.wire.sse import EventBlocks, event_data, split_events
+from gateway.api import (
+    ClientCall,
+    Frontend,
+    InvalidRequest,
+    LimitsConfig,
+    RequestView,
+    UpstreamCall,
+    field_error,
+)
+from gateway.api.canonical import ChatRequest, Message, TextPart, Usage
+from gateway.api.relay import body_token_bound
+from gateway.api.wire import MAX_FRAME_BYTES, EventBlocks, decode, event_data, split_events
 from translators.chat.mapping import usage_from_wire
 from translators.chat.validation import require
 from translators.chat.wire import (
@@ -163,7 +166,7 @@ def _aliased(call: ClientCall) -> bool:
     return call.upstream_model is not None and call.upstream_model != call.view.model
 
 
-class OpenAIFastPath:
+class OpenAIFastPath(Frontend):
     """Frontend methods of the fast path, shared by chat and legacy completions (stateless)."""
 
     upstream_path = "/v1/chat/completions"

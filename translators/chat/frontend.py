@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.relay.call import ClientCall
-from gateway.relay.canonical import ChatRequest, ChatResponse
-from gateway.runtime.errors import InvalidRequest
+from gateway.api import ClientCall, InvalidRequest
+from gateway.api.canonical import ChatRequest, ChatResponse
 from translators.chat.fastpath import ChatView, OpenAIFastPath
 from translators.chat.request import decode_chat_request
 from translators.chat.response import ChatStreamEncoder, encode_chat_response

@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 import time
 
-from gateway.relay.canonical import StopReason, Usage
+from gateway.api.canonical import StopReason, Usage
 from translators.chat.wire import UsageWire
 from translators.chat.wire_out import OutCompletionDetails, OutPromptDetails, OutUsage
 

@@ -6,9 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.edge.http import endpoint, get_gateway, json_response
-from gateway.runtime.errors import ModelNotFound
-from gateway.settings.config import ModelConfig
+from gateway.api import ModelConfig, ModelNotFound, endpoint, get_gateway, json_response
 
 
 def _model_object(model: ModelConfig) -> dict[str, object]:

@@ -10,8 +10,8 @@ seeing it). ``reasoning_content`` keeps carrying the readable text.
 
 from __future__ import annotations
 
-from gateway.relay.canonical import ThinkingPart
-from gateway.relay.reasoning_state import from_client, state_of, unseal
+from gateway.api.canonical import ThinkingPart
+from gateway.api.relay import from_client, state_of, unseal
 from translators.chat.wire import ReasoningDetail
 from translators.chat.wire_out import OutReasoningDetail
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api import InvalidRequest
+from gateway.api.canonical import (
     ChatRequest,
     DocumentPart,
     ImagePart,
@@ -36,9 +37,7 @@ from gateway.relay.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.data_url import DataURL, DataURLError, parse_data_url
-from gateway.wire.decode import decode
+from gateway.api.wire import DataURL, DataURLError, decode, parse_data_url
 from translators.chat.reasoning import thinking_parts
 from translators.chat.validation import require, stop_list, unknown_fields
 from translators.chat.wire import (

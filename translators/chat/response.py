@@ -12,7 +12,8 @@ from __future__ import annotations
 import orjson
 from msgspec import UNSET, UnsetType
 
-from gateway.relay.canonical import (
+from gateway.api import native_type
+from gateway.api.canonical import (
     ChatRequest,
     ChatResponse,
     Finish,
@@ -28,7 +29,6 @@ from gateway.relay.canonical import (
     ToolCallPart,
     UsageReport,
 )
-from gateway.relay.families import native_type
 from translators.chat.mapping import finish_reason, now, usage_to_wire, wire_id
 from translators.chat.reasoning import DetailCollector, details
 from translators.chat.wire_out import (

@@ -10,8 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.edge.http import endpoint
-from gateway.edge.openapi import documented
+from gateway.api import documented, endpoint
 from translators.chat.completions import COMPLETIONS
 from translators.chat.embeddings import EMBEDDINGS
 from translators.chat.frontend import CHAT
@@ -21,7 +20,7 @@ from translators.chat.wire import ChatCompletionRequest, CompletionRequest, Embe
 @endpoint("chat")
 @documented("Create a chat completion", request=ChatCompletionRequest, stream=True)
 async def chat_completions(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_generate  # the pipeline imports the plugins, not the reverse
+    from gateway.api import serve_generate
 
     return await serve_generate(request, CHAT)
 
@@ -29,7 +28,7 @@ async def chat_completions(request: Request) -> Response:
 @endpoint("chat")
 @documented("Create a completion (legacy)", request=CompletionRequest, stream=True)
 async def completions(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_generate
+    from gateway.api import serve_generate
 
     return await serve_generate(request, COMPLETIONS)
 
@@ -37,7 +36,7 @@ async def completions(request: Request) -> Response:
 @endpoint("chat")
 @documented("Create embeddings", request=EmbeddingsRequest)
 async def embeddings(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_embeddings
+    from gateway.api import serve_embeddings
 
     return await serve_embeddings(request, EMBEDDINGS)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api.canonical import (
     ChatRequest,
     Finish,
     PartStart,
@@ -26,9 +26,8 @@ from gateway.relay.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.runtime.secrets_scrub import scrub_secrets
-from gateway.wire.frames import MAX_FRAME_BYTES
-from gateway.wire.sse import SSEParser
+from gateway.api.relay import scrub_secrets
+from gateway.api.wire import MAX_FRAME_BYTES, SSEParser
 from translators.chat.mapping import now, stop_reason, usage_from_wire, wire_id
 from translators.chat.wire import ChoiceView, MessageView, ToolCallView, answer_decoder
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.runtime.errors import InvalidRequest
+from gateway.api import InvalidRequest
 
 
 def unknown_fields(top: dict[str, msgspec.Raw], known: frozenset[str]) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.runtime.errors import InvalidRequest
-from gateway.storage.rows import TaskRecord
+from gateway.api import InvalidRequest
+from gateway.api.tasks import TaskRecord
 from translators.imagetask.wire import Button
 
 GRID_ACTIONS = frozenset({"IMAGINE", "BLEND", "VARIATION", "REROLL", "ZOOM", "PAN", "MODAL"})

@@ -4,7 +4,7 @@ CONTRACT 5 gives the media families. JSON bodies (base64 images included) have t
 
 from __future__ import annotations
 
-from gateway.relay.families import BearerFamily
+from gateway.api import BearerFamily
 
 PREFIX = "/imagetask"
 

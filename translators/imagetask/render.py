@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.storage.rows import TaskRecord
+from gateway.api.tasks import TaskRecord
 from translators.imagetask.actions import buttons
 from translators.imagetask.wire import CallbackOut, Properties, Result, Stored, TaskOut
 

@@ -13,14 +13,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.money import unit_cost
-from gateway.accounts.records import Principal
-from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
-from gateway.edge.openapi import documented
-from gateway.runtime.context import Gateway
-from gateway.runtime.errors import ModelNotAllowed, UpstreamError
-from gateway.storage.rows import TaskRecord
-from gateway.tasks import Candidate, NewTask, Submitted, TaskEngine, engine_of
+from gateway.api import (
+    Gateway,
+    ModelNotAllowed,
+    UpstreamError,
+    decode_body,
+    documented,
+    endpoint,
+    get_gateway,
+    json_response,
+    read_json_body,
+    request_id,
+)
+from gateway.api.accounts import Principal, unit_cost
+from gateway.api.tasks import Candidate, NewTask, Submitted, TaskEngine, TaskRecord, engine_of
 from translators.imagetask import upstream
 from translators.imagetask import validation as v
 from translators.imagetask.actions import CHANGE_ACTIONS, DIRECTIONS, FollowUp, check_parent, parse_custom_id

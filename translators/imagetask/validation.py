@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.data_url import DataURLError, parse_data_url
+from gateway.api import InvalidRequest
+from gateway.api.wire import DataURLError, parse_data_url
 
 MAX_PROMPT = 8192
 MAX_STATE = 4096

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from translators.messages.family import MessagesFamily
 from translators.messages.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.messages.upstream import MessagesAdapter
@@ -28,9 +28,7 @@ from translators.messages.upstream import MessagesAdapter
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-    from gateway.relay.families import WireFamily
-    from gateway.relay.translation import ProtocolAdapter
-    from gateway.runtime.context import Gateway
+    from gateway.api import Gateway, ProtocolAdapter, WireFamily
 
 
 @hookimpl

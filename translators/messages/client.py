@@ -10,11 +10,9 @@ from __future__ import annotations
 
 from starlette.datastructures import Headers
 
-from gateway.relay.call import ClientCall
-from gateway.relay.canonical import ChatRequest, ChatResponse, Usage
-from gateway.relay.reasoning_state import holds_sealed
-from gateway.relay.translation import RequestView, UpstreamCall
-from gateway.settings.config import LimitsConfig
+from gateway.api import ClientCall, Frontend, LimitsConfig, RequestView, UpstreamCall
+from gateway.api.canonical import ChatRequest, ChatResponse, Usage
+from gateway.api.relay import holds_sealed
 from translators.messages import fastpath, request, response
 from translators.messages.stream_encode import MessagesStreamEncoder
 from translators.messages.upstream import MessagesAdapter
@@ -28,7 +26,7 @@ def beta_header(headers: Headers) -> str | None:
     return ",".join(values) if values else None
 
 
-class MessagesFrontend:
+class MessagesFrontend(Frontend):
     family = "messages"
 
     def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> RequestView:

@@ -10,9 +10,15 @@ import re
 import orjson
 from starlette.requests import HTTPConnection
 
-from gateway.relay.families import BEARER, CredentialPlace, bearer_token, native_type
-from gateway.runtime.errors import GatewayError, InvalidRequest
-from gateway.settings.config import LimitsConfig
+from gateway.api import (
+    BEARER,
+    CredentialPlace,
+    GatewayError,
+    InvalidRequest,
+    LimitsConfig,
+    bearer_token,
+    native_type,
+)
 
 PATH_PREFIX = "/v1/messages"
 KEY_HEADER = "x-api-key"

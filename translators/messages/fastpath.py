@@ -19,10 +19,9 @@ from typing import Any
 import msgspec
 import orjson
 
-from gateway.relay.canonical import Usage
-from gateway.relay.translation import RequestView, UpstreamCall
-from gateway.wire.frames import MAX_FRAME_BYTES
-from gateway.wire.sse import EventBlocks, SSEEvent, SSEParser, event_data, split_events
+from gateway.api import RequestView, UpstreamCall
+from gateway.api.canonical import Usage
+from gateway.api.wire import MAX_FRAME_BYTES, EventBlocks, SSEEvent, SSEParser, event_data, split_events
 from translators.messages import wire
 from translators.messages.mapping import merge_usage, usage_in
 from translators.messages.upstream import MESSAGES_PATH

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.relay.canonical import StopReason, Usage
-from gateway.relay.tokens import estimate_text_tokens
+from gateway.api.canonical import StopReason, Usage
+from gateway.api.relay import estimate_text_tokens
 from translators.messages.wire import UsageView
 
 # Upstream stop reason -> canonical. ``pause_turn`` (a server tool paused a long turn) has no

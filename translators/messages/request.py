@@ -30,7 +30,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api import InvalidRequest, RequestView, decode_body
+from gateway.api.canonical import (
     CacheControl,
     ChatRequest,
     DocumentPart,
@@ -45,12 +46,8 @@ from gateway.relay.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.relay.reasoning_state import from_client
-from gateway.relay.tokens import body_token_bound
-from gateway.relay.translation import RequestView
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.decode import decode as decode_wire
-from gateway.wire.decode import decode_body
+from gateway.api.relay import body_token_bound, from_client
+from gateway.api.wire import decode as decode_wire
 from translators.messages import wire
 from translators.messages.response import FAMILY
 

@@ -14,15 +14,8 @@ from typing import Any
 
 import orjson
 
-from gateway.relay.canonical import (
-    ChatRequest,
-    ChatResponse,
-    Part,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-)
-from gateway.relay.reasoning_state import for_client
+from gateway.api.canonical import ChatRequest, ChatResponse, Part, TextPart, ThinkingPart, ToolCallPart
+from gateway.api.relay import for_client
 from translators.messages.mapping import stop_reason_out, usage_out
 
 FAMILY = "messages"

@@ -14,14 +14,23 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.ratelimit import admit_call
-from gateway.edge.http import endpoint, get_gateway, read_json_body, request_id
-from gateway.edge.openapi import documented
-from gateway.relay.offload import off_process
-from gateway.relay.token_count import count_answer, upstream_count
-from gateway.relay.tokens import estimate_request_tokens
-from gateway.relay.translation import RequestView, UpstreamCall
-from gateway.upstream.pool import Target
+from gateway.api import (
+    RequestView,
+    UpstreamCall,
+    documented,
+    endpoint,
+    get_gateway,
+    read_json_body,
+    request_id,
+)
+from gateway.api.relay import (
+    Target,
+    admit_call,
+    count_answer,
+    estimate_request_tokens,
+    off_process,
+    upstream_count,
+)
 from translators.messages import fastpath
 from translators.messages import request as request_decoder
 from translators.messages.client import MESSAGES, beta_header
@@ -33,7 +42,7 @@ COUNT_PATH = "/v1/messages/count_tokens"
 
 @documented("Create a message", request=MessagesRequest, stream=True)
 async def create_message(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_generate  # the pipeline imports the plugins, not the reverse
+    from gateway.api import serve_generate
 
     return await serve_generate(request, MESSAGES)
 

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from gateway_simulator import reasoning_state as rs
 from gateway_simulator.toolkit import (
     BadRequest,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 
-from gateway.relay.canonical import (
+from gateway.api.canonical import (
     Finish,
     PartStart,
     PartStop,
@@ -34,9 +34,8 @@ from gateway.relay.canonical import (
     ToolArgsDelta,
     UsageReport,
 )
-from gateway.runtime.secrets_scrub import scrub_secrets
-from gateway.wire.frames import MAX_FRAME_BYTES
-from gateway.wire.sse import SSEEvent, SSEParser
+from gateway.api.relay import scrub_secrets
+from gateway.api.wire import MAX_FRAME_BYTES, SSEEvent, SSEParser
 from translators.messages import wire
 from translators.messages.mapping import merge_usage, stop_reason_in, thinking_share, usage_in
 

@@ -27,7 +27,8 @@ from typing import Any
 
 import orjson
 
-from gateway.relay.canonical import (
+from gateway.api import native_type
+from gateway.api.canonical import (
     ChatRequest,
     Finish,
     PartStart,
@@ -41,8 +42,7 @@ from gateway.relay.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.relay.families import native_type
-from gateway.relay.reasoning_state import seal
+from gateway.api.relay import seal
 from translators.messages.mapping import stop_reason_out, usage_out
 from translators.messages.response import FAMILY, message_id
 

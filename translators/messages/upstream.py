@@ -31,7 +31,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api import InvalidRequest, LimitsConfig, UpstreamCall, UpstreamError
+from gateway.api.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -47,11 +48,8 @@ from gateway.relay.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.relay.reasoning_state import for_upstream
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import InvalidRequest, UpstreamError
-from gateway.settings.config import LimitsConfig
-from gateway.wire.data_url import inline_data
+from gateway.api.relay import for_upstream
+from gateway.api.wire import inline_data
 from translators.messages import wire
 from translators.messages.mapping import stop_reason_in, thinking_share, usage_in
 from translators.messages.request import BETA_EXTRA, FIELDS_EXTRA

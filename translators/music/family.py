@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from gateway.relay.families import BearerFamily
+from gateway.api import BearerFamily
 
 PREFIX = "/music"
 

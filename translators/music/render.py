@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gateway.storage.rows import TaskRecord
+from gateway.api.tasks import TaskRecord
 from translators.music.wire import Clip, FetchOut, Result, Stored, TaskOut
 
 _result = msgspec.json.Decoder(Result)

@@ -11,13 +11,18 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from gateway.runtime.errors import UpstreamError, UpstreamHTTPError
-from gateway.runtime.secrets_scrub import scrub_secrets
-from gateway.settings.config import UpstreamConfig
-from gateway.storage.rows import TaskRecord
-from gateway.tasks import Snapshot, Submitted
-from gateway.tasks.family import Phase
-from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, query_batch, refusal
+from gateway.api import UpstreamConfig, UpstreamError, UpstreamHTTPError
+from gateway.api.relay import scrub_secrets
+from gateway.api.tasks import (
+    BearerTaskAdapter,
+    Phase,
+    Snapshot,
+    Submitted,
+    TaskHttp,
+    TaskRecord,
+    query_batch,
+    refusal,
+)
 from translators.music.render import callback_body
 from translators.music.wire import Result, UpstreamBody, UpstreamFetched, UpstreamSubmitted, UpstreamTask
 

@@ -9,7 +9,7 @@ together.
 
 from __future__ import annotations
 
-from gateway.runtime.errors import InvalidRequest
+from gateway.api import InvalidRequest
 from translators.music.wire import SubmitBody
 
 MAX_PROMPT, MAX_LYRIC, MAX_TAGS, MAX_TITLE, MAX_HOOK = 3000, 5000, 1000, 200, 2048

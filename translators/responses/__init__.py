@@ -27,15 +27,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from translators.responses.family import WIRE_FAMILY
 from translators.responses.simulator import gateway_simulator_routes as gateway_simulator_routes
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-    from gateway.relay.families import WireFamily
-    from gateway.runtime.context import Gateway
+    from gateway.api import Gateway, WireFamily
 
 
 @hookimpl

@@ -4,7 +4,7 @@ JSON bodies (``limits.json_body_bytes``)."""
 
 from __future__ import annotations
 
-from gateway.relay.families import BearerFamily
+from gateway.api import BearerFamily
 
 PREFIX = "/v1/responses"
 

@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api import InvalidRequest
+from gateway.api.canonical import (
     ChatRequest,
     DocumentPart,
     ImagePart,
@@ -37,9 +38,8 @@ from gateway.relay.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from gateway.relay.reasoning_state import from_client
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.data_url import DataURL, DataURLError, parse_data_url
+from gateway.api.relay import from_client
+from gateway.api.wire import DataURL, DataURLError, parse_data_url
 from translators.responses.response import FAMILY
 from translators.responses.wire import (
     ContentPart,

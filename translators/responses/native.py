@@ -16,13 +16,10 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.canonical import Usage
-from gateway.relay.reasoning_state import unseal
-from gateway.relay.tokens import estimate_text_tokens
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import UpstreamError
-from gateway.wire.frames import MAX_FRAME_BYTES
-from gateway.wire.sse import SSEParser
+from gateway.api import UpstreamCall, UpstreamError
+from gateway.api.canonical import Usage
+from gateway.api.relay import estimate_text_tokens, unseal
+from gateway.api.wire import MAX_FRAME_BYTES, SSEParser
 from translators.responses.request import ClientRequest
 from translators.responses.response import FAMILY, Json, ResponseMeta, canonical_usage
 from translators.responses.stream_encode import CONTENT_TYPE, sse

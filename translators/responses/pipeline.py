@@ -21,18 +21,31 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.edge.http import arrived, error_response, get_gateway, read_json_body, request_id
-from gateway.relay.call import CallContext
-from gateway.relay.canonical import ChatRequest, Usage
-from gateway.relay.offload import off_loop
-from gateway.relay.stream import open_relay
-from gateway.relay.tokens import estimate_body_tokens, estimate_parts_tokens, estimate_request_tokens
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.context import Gateway
-from gateway.runtime.errors import GatewayError, InvalidRequest, UpstreamError
-from gateway.upstream.attempt import attempt, read_body
-from gateway.upstream.client import UpstreamAnswer
-from gateway.upstream.pool import Target
+from gateway.api import (
+    Gateway,
+    GatewayError,
+    InvalidRequest,
+    UpstreamCall,
+    UpstreamError,
+    arrived,
+    error_response,
+    get_gateway,
+    read_json_body,
+    request_id,
+)
+from gateway.api.canonical import ChatRequest, Usage
+from gateway.api.relay import (
+    CallContext,
+    Target,
+    UpstreamAnswer,
+    attempt,
+    estimate_body_tokens,
+    estimate_parts_tokens,
+    estimate_request_tokens,
+    off_loop,
+    open_relay,
+    read_body,
+)
 from translators.responses.items import history_items, to_canonical
 from translators.responses.native import FEATURE, NativeStream, native_call, native_response
 from translators.responses.request import ClientRequest, decode_request

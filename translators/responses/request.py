@@ -8,8 +8,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.decode import decode_body
+from gateway.api import InvalidRequest, decode_body
 from translators.responses.items import check_items
 from translators.responses.wire import Item, ResponsesRequest, request_decoder
 

@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 from starlette.responses import Response
 
-from gateway.relay.canonical import ChatResponse, StopReason, TextPart, ThinkingPart, ToolCallPart, Usage
-from gateway.relay.reasoning_state import for_client
+from gateway.api.canonical import ChatResponse, StopReason, TextPart, ThinkingPart, ToolCallPart, Usage
+from gateway.api.relay import for_client
 from translators.responses.wire import ResponsesRequest, SummaryText
 
 Json = dict[str, Any]

@@ -8,10 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.records import Principal
-from gateway.edge.http import endpoint, get_gateway
-from gateway.edge.openapi import documented
-from gateway.runtime.errors import InvalidRequest, NotFound
+from gateway.api import InvalidRequest, NotFound, documented, endpoint, get_gateway
+from gateway.api.accounts import Principal
 from translators.responses.pipeline import FAMILY, create_response
 from translators.responses.response import json_body
 from translators.responses.state import KIND, get_turn, input_items

@@ -28,7 +28,7 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from gateway_simulator import reasoning_state as rs
 from gateway_simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint
 from gateway_simulator.toolkit import textgen as tg

@@ -17,9 +17,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.runtime.errors import InvalidRequest, NotFound
-from gateway.storage.base import Storage
-from gateway.storage.rows import Document
+from gateway.api import InvalidRequest, NotFound
+from gateway.api.accounts import Document, Storage
 
 Json = dict[str, Any]
 KIND = "response"

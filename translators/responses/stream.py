@@ -18,9 +18,9 @@ from typing import Protocol
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.relay.canonical import Usage
-from gateway.relay.tokens import estimate_text_tokens
-from gateway.relay.translation import StreamDecoder
+from gateway.api import StreamDecoder
+from gateway.api.canonical import Usage
+from gateway.api.relay import estimate_text_tokens
 from translators.responses.response import Json
 from translators.responses.stream_encode import CONTENT_TYPE, ResponsesStreamEncoder
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api.canonical import (
     Finish,
     PartStart,
     PartStop,
@@ -29,7 +29,7 @@ from gateway.relay.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.relay.reasoning_state import for_client
+from gateway.api.relay import for_client
 from translators.responses.response import (
     FAMILY,
     FunctionCallOut,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from translators.v1beta.family import V1betaFamily
 from translators.v1beta.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.v1beta.upstream import V1betaAdapter
@@ -32,9 +32,7 @@ from translators.v1beta.upstream import V1betaAdapter
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-    from gateway.relay.families import WireFamily
-    from gateway.relay.translation import ProtocolAdapter
-    from gateway.runtime.context import Gateway
+    from gateway.api import Gateway, ProtocolAdapter, WireFamily
 
 
 @hookimpl

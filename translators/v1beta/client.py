@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.relay.canonical import (
+from gateway.api import InvalidRequest, decode_body
+from gateway.api.canonical import (
     ChatRequest,
     Message,
     ResponseFormat,
@@ -21,8 +22,6 @@ from gateway.relay.canonical import (
     Tool,
     ToolChoice,
 )
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.decode import decode_body
 from translators.v1beta import wire
 from translators.v1beta.parts import CallIds, to_canonical
 from translators.v1beta.schema import openapi_to_json_schema

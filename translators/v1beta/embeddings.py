@@ -12,11 +12,9 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.canonical import EmbeddingRequest, EmbeddingResponse, Usage
-from gateway.relay.tokens import estimate_text_tokens
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.decode import decode_body
+from gateway.api import EmbeddingFrontend, InvalidRequest, UpstreamCall, decode_body
+from gateway.api.canonical import EmbeddingRequest, EmbeddingResponse, Usage
+from gateway.api.relay import estimate_text_tokens
 from translators.v1beta import wire
 from translators.v1beta.client import model_from_path
 from translators.v1beta.upstream import model_path
@@ -76,7 +74,7 @@ def decode_embed_request(body: bytes, path_model: str | None, batch: bool) -> Em
                             task_type=first.taskType, title=first.title)
 
 
-class V1betaEmbeddingFrontend:
+class V1betaEmbeddingFrontend(EmbeddingFrontend):
     family = "v1beta"
 
     def __init__(self, *, batch: bool = False) -> None:

@@ -9,9 +9,7 @@ import re
 import orjson
 from starlette.requests import HTTPConnection
 
-from gateway.relay.families import BEARER, CredentialPlace, bearer_token
-from gateway.runtime.errors import GatewayError
-from gateway.settings.config import LimitsConfig
+from gateway.api import BEARER, CredentialPlace, GatewayError, LimitsConfig, bearer_token
 
 KEY_HEADERS = ("x-goog-api-key", "x-vendorc-api-key")  # the first is named in errors
 KEY_QUERY = "key"

@@ -11,8 +11,8 @@ import re
 
 import msgspec
 
-from gateway.relay.canonical import Usage
-from gateway.wire.frames import MAX_FRAME_BYTES
+from gateway.api.canonical import Usage
+from gateway.api.wire import MAX_FRAME_BYTES
 from translators.v1beta import wire
 from translators.v1beta.framing import ObjectSplitter
 from translators.v1beta.mapping import usage_from_wire

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import re
 
-from gateway.wire.frames import MAX_FRAME_BYTES, FrameBuffer
-from gateway.wire.sse import EventBlocks, SSEEvent, SSEParser
+from gateway.api.wire import MAX_FRAME_BYTES, EventBlocks, FrameBuffer, SSEEvent, SSEParser
 
 _SPECIAL = re.compile(rb'["\\{}\[\]]')
 _QUOTE, _BACKSLASH, _OPEN_BRACE, _OPEN_BRACKET = ord('"'), ord("\\"), ord("{"), ord("[")

@@ -10,13 +10,18 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.call import ClientCall
-from gateway.relay.canonical import ChatRequest, ChatResponse, Usage
-from gateway.relay.reasoning_state import holds_sealed
-from gateway.relay.tokens import body_token_bound
-from gateway.relay.translation import FastPathStream, RequestView, StreamEncoder, UpstreamCall
-from gateway.settings.config import LimitsConfig
-from gateway.wire.decode import decode
+from gateway.api import (
+    ClientCall,
+    FastPathStream,
+    Frontend,
+    LimitsConfig,
+    RequestView,
+    StreamEncoder,
+    UpstreamCall,
+)
+from gateway.api.canonical import ChatRequest, ChatResponse, Usage
+from gateway.api.relay import body_token_bound, holds_sealed
+from gateway.api.wire import decode
 from translators.v1beta import wire
 from translators.v1beta.client import check_generate_request, decode_generate_request, model_from_path
 from translators.v1beta.fastpath import GeminiFastStream, restore_model_version, usage_of
@@ -54,7 +59,7 @@ def _sse(call: ClientCall) -> bool:
     return call.query.get("alt") == "sse"
 
 
-class V1betaFrontend:
+class V1betaFrontend(Frontend):
     family = "v1beta"
 
     def peek(self, body: bytes, path_model: str | None, stream_hint: bool) -> V1betaView:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.relay.canonical import StopReason, Usage
+from gateway.api.canonical import StopReason, Usage
 from translators.v1beta.wire import UsageMetadata
 
 _CONTENT_FILTER = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII",

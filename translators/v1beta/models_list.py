@@ -12,9 +12,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.edge.http import endpoint, get_gateway, json_response
-from gateway.runtime.errors import InvalidRequest, ModelNotFound
-from gateway.settings.config import ModelConfig
+from gateway.api import InvalidRequest, ModelConfig, ModelNotFound, endpoint, get_gateway, json_response
 
 GENERATE_METHODS = ["generateContent", "streamGenerateContent", "countTokens"]
 EMBED_METHODS = ["embedContent", "batchEmbedContents"]

@@ -29,7 +29,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api import InvalidRequest
+from gateway.api.canonical import (
     DocumentPart,
     ImagePart,
     Part,
@@ -38,9 +39,8 @@ from gateway.relay.canonical import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.relay.reasoning_state import for_client, for_upstream, from_client
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.data_url import inline_data
+from gateway.api.relay import for_client, for_upstream, from_client
+from gateway.api.wire import inline_data
 from translators.v1beta import wire
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")

@@ -21,15 +21,24 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.ratelimit import admit_call
-from gateway.edge.http import decode_body, endpoint, get_gateway, read_json_body, request_id
-from gateway.edge.openapi import documented
-from gateway.relay.offload import off_process
-from gateway.relay.token_count import count_answer, upstream_count
-from gateway.relay.tokens import estimate_request_tokens
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import NotFound
-from gateway.upstream.pool import Target
+from gateway.api import (
+    NotFound,
+    UpstreamCall,
+    decode_body,
+    documented,
+    endpoint,
+    get_gateway,
+    read_json_body,
+    request_id,
+)
+from gateway.api.relay import (
+    Target,
+    admit_call,
+    count_answer,
+    estimate_request_tokens,
+    off_process,
+    upstream_count,
+)
 from translators.v1beta.client import decode_generate_request, model_from_path
 from translators.v1beta.embeddings import EMBED_BATCH, EMBED_ONE
 from translators.v1beta.frontend import V1BETA
@@ -89,7 +98,7 @@ def _count(body: bytes, model: str) -> tuple[str, int]:
 @documented("Embed contents in a batch", request=BatchEmbedContentsRequest,
             path={"method": "batchEmbedContents"})
 async def model_method(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_embeddings, serve_generate  # the pipeline imports the plugins
+    from gateway.api import serve_embeddings, serve_generate
 
     model = model_from_path(request.path_params["model"])
     method = request.path_params["method"]

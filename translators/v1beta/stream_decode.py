@@ -15,7 +15,7 @@ from typing import Literal
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api.canonical import (
     ChatRequest,
     Finish,
     PartStart,
@@ -29,7 +29,7 @@ from gateway.relay.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.wire.frames import MAX_FRAME_BYTES
+from gateway.api.wire import MAX_FRAME_BYTES
 from translators.v1beta import wire
 from translators.v1beta.framing import ObjectSplitter
 from translators.v1beta.mapping import stop_reason, usage_from_wire

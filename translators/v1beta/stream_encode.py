@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api.canonical import (
     ChatRequest,
     Finish,
     PartStart,
@@ -27,7 +27,7 @@ from gateway.relay.canonical import (
     Usage,
     UsageReport,
 )
-from gateway.relay.reasoning_state import seal
+from gateway.api.relay import seal
 from translators.v1beta.family import render as render_error
 from translators.v1beta.mapping import finish_reason, usage_to_wire
 from translators.v1beta.parts import PROTOCOL, parse_args

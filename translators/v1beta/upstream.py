@@ -9,7 +9,8 @@ from typing import Any
 
 import msgspec
 
-from gateway.relay.canonical import (
+from gateway.api import LimitsConfig, StreamDecoder, UpstreamCall, UpstreamError
+from gateway.api.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -20,10 +21,7 @@ from gateway.relay.canonical import (
     ToolCallPart,
     Usage,
 )
-from gateway.relay.tokens import estimate_text_tokens
-from gateway.relay.translation import StreamDecoder, UpstreamCall
-from gateway.runtime.errors import UpstreamError
-from gateway.settings.config import LimitsConfig
+from gateway.api.relay import estimate_text_tokens
 from translators.v1beta import wire
 from translators.v1beta.mapping import stop_reason, usage_from_wire
 from translators.v1beta.parts import CallIds, to_canonical, to_wire, tool_names

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from translators.videoa.family import WIRE_FAMILY
 from translators.videoa.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.videoa.upstream import ADAPTER, VideoaTasks
@@ -32,10 +32,8 @@ from translators.videoa.upstream import ADAPTER, VideoaTasks
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
-    from gateway.relay.families import WireFamily
-    from gateway.relay.translation import ProtocolAdapter
-    from gateway.runtime.context import Gateway
-    from gateway.tasks import TaskFamily
+    from gateway.api import Gateway, ProtocolAdapter, WireFamily
+    from gateway.api.tasks import TaskFamily
 
 
 @hookimpl

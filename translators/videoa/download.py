@@ -16,7 +16,7 @@ import aiohttp
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from gateway.upstream.attempt import UpstreamFailure, upstream_io
+from gateway.api.relay import UpstreamFailure, upstream_io
 
 CHUNK = 64 * 1024
 

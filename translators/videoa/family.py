@@ -5,8 +5,7 @@ arrives), since inline videos and audios travel as base64 data URLs."""
 
 from __future__ import annotations
 
-from gateway.relay.families import BearerFamily
-from gateway.settings.config import LimitsConfig
+from gateway.api import BearerFamily, LimitsConfig
 
 PREFIX = "/videoa"
 SUBMIT_PATH = "/videoa/v1/videos/generations"

@@ -22,10 +22,8 @@ from __future__ import annotations
 import base64
 from fractions import Fraction
 
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.audio_duration import AudioProbe
-from gateway.wire.data_url import DataURLError, parse_data_url
-from gateway.wire.media_url import base64_size, public_url_problem
+from gateway.api import InvalidRequest
+from gateway.api.wire import AudioProbe, DataURLError, base64_size, parse_data_url, public_url_problem
 
 MAX_INLINE_BYTES = 100 * 1024 * 1024
 _PROBE_CHUNK = 4 * 1024 * 1024  # base64 characters decoded per step (a multiple of 4)

@@ -11,15 +11,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.money import nano_to_usd, unit_cost
-from gateway.accounts.records import Principal
-from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
-from gateway.edge.openapi import documented
-from gateway.runtime.context import Gateway
-from gateway.runtime.errors import NotFound, UpstreamError, UpstreamHTTPError
-from gateway.storage.rows import TaskRecord
-from gateway.tasks import Candidate, NewTask, Submitted, engine_of
-from gateway.upstream.attempt import UpstreamFailure
+from gateway.api import (
+    Gateway,
+    NotFound,
+    UpstreamError,
+    UpstreamHTTPError,
+    decode_body,
+    documented,
+    endpoint,
+    get_gateway,
+    json_response,
+    read_json_body,
+    request_id,
+)
+from gateway.api.accounts import Principal, nano_to_usd, unit_cost
+from gateway.api.relay import UpstreamFailure
+from gateway.api.tasks import Candidate, NewTask, Submitted, TaskRecord, engine_of
 from translators.videoa import upstream
 from translators.videoa import validation as v
 from translators.videoa.download import DownloadStream

@@ -32,7 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,

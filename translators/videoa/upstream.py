@@ -13,12 +13,18 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from gateway.runtime.errors import UpstreamError
-from gateway.settings.config import UpstreamConfig
-from gateway.storage.rows import TaskRecord
-from gateway.tasks import Snapshot, Submitted
-from gateway.tasks.family import Phase
-from gateway.tasks.upstream import BearerTaskAdapter, TaskHttp, poll_each, prorated_charge, refusal
+from gateway.api import UpstreamConfig, UpstreamError
+from gateway.api.tasks import (
+    BearerTaskAdapter,
+    Phase,
+    Snapshot,
+    Submitted,
+    TaskHttp,
+    TaskRecord,
+    poll_each,
+    prorated_charge,
+    refusal,
+)
 from translators.videoa.wire import Result, Stored, UpstreamBody, UpstreamSubmitted, UpstreamTask
 
 PROTOCOL = "videoa"

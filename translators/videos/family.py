@@ -4,7 +4,7 @@ multipart form (a reference image): the JSON limit."""
 
 from __future__ import annotations
 
-from gateway.relay.families import BearerFamily
+from gateway.api import BearerFamily
 
 PREFIX = "/v1/videos"
 

@@ -10,13 +10,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.money import unit_cost
-from gateway.accounts.records import Principal
-from gateway.edge.http import endpoint, get_gateway, json_response, read_json_body, request_id
-from gateway.edge.openapi import JSON, MULTIPART, documented
-from gateway.runtime.context import Gateway
-from gateway.storage.rows import TaskRecord
-from gateway.tasks import Candidate, NewTask, Submitted, engine_of
+from gateway.api import (
+    JSON,
+    MULTIPART,
+    Gateway,
+    documented,
+    endpoint,
+    get_gateway,
+    json_response,
+    read_json_body,
+    request_id,
+)
+from gateway.api.accounts import Principal, unit_cost
+from gateway.api.tasks import Candidate, NewTask, Submitted, TaskRecord, engine_of
 from translators.videos import upstream
 from translators.videos import validation as v
 from translators.videos.family import PREFIX

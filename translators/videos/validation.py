@@ -16,11 +16,19 @@ import re
 
 import msgspec
 
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.data_url import DataURLError, data_url, parse_data_url
-from gateway.wire.decode import DECODE_FAULTS, decode_body, field_error
-from gateway.wire.media_url import public_url_problem
-from gateway.wire.multipart import MultipartReader, PartData, PartEnd, PartStart, boundary_of
+from gateway.api import InvalidRequest, decode_body, field_error
+from gateway.api.wire import (
+    DECODE_FAULTS,
+    DataURLError,
+    MultipartReader,
+    PartData,
+    PartEnd,
+    PartStart,
+    boundary_of,
+    data_url,
+    parse_data_url,
+    public_url_problem,
+)
 from translators.videos.wire import CreateBody, InputReference
 
 MIN_SECONDS, MAX_SECONDS, DEFAULT_SECONDS = 1, 20, 5

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hooks.specs import hookimpl
+from gateway.api import hookimpl
 
 if TYPE_CHECKING:
     from aiohttp import web
-    from gateway.relay.families import WireFamily
-    from gateway.relay.translation import UpstreamAdapter
-    from gateway.runtime.context import Gateway
+    from gateway.api import Gateway, UpstreamAdapter, WireFamily
     from starlette.routing import BaseRoute
 
 

@@ -13,7 +13,8 @@ Conventions of this family, as the canonical model needs them:
 from __future__ import annotations
 
 import msgspec
-from gateway.relay.canonical import (
+from gateway.api import InvalidRequest
+from gateway.api.canonical import (
     ChatRequest,
     ImagePart,
     Message,
@@ -25,8 +26,7 @@ from gateway.relay.canonical import (
     ToolCallPart,
     ToolResultPart,
 )
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.decode import decode
+from gateway.api.wire import decode
 
 from gateway_ollama import wire
 from gateway_ollama.mapping import image_media_type, thinking_of

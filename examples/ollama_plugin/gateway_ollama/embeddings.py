@@ -7,10 +7,9 @@ An Ollama upstream is always asked through ``/api/embed`` (the older endpoint is
 
 from __future__ import annotations
 
-from gateway.relay.canonical import EmbeddingRequest, EmbeddingResponse, Usage
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.decode import decode
+from gateway.api import EmbeddingFrontend, InvalidRequest, UpstreamCall
+from gateway.api.canonical import EmbeddingRequest, EmbeddingResponse, Usage
+from gateway.api.wire import decode
 
 from gateway_ollama import wire
 from gateway_ollama.fastpath import forward_body, read_usage, with_model
@@ -26,7 +25,7 @@ def _model(model: str) -> str:
     return model
 
 
-class EmbedFrontend:
+class EmbedFrontend(EmbeddingFrontend):
     family = FAMILY
 
     def decode_embedding_request(self, body: bytes, path_model: str | None) -> EmbeddingRequest:
@@ -53,7 +52,7 @@ class EmbedFrontend:
         return with_model(body, public_model), read_usage(body)
 
 
-class LegacyEmbeddingsFrontend:
+class LegacyEmbeddingsFrontend(EmbeddingFrontend):
     family = FAMILY
 
     def decode_embedding_request(self, body: bytes, path_model: str | None) -> EmbeddingRequest:

@@ -14,7 +14,7 @@ from typing import Literal
 
 import msgspec
 import orjson
-from gateway.relay.canonical import (
+from gateway.api.canonical import (
     ChatRequest,
     ChatResponse,
     Finish,

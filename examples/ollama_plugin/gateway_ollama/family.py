@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import orjson
-from gateway.relay.families import bearer_token
+from gateway.api import bearer_token
 
 if TYPE_CHECKING:
-    from gateway.runtime.errors import GatewayError
-    from gateway.settings.config import LimitsConfig
+    from gateway.api import GatewayError, LimitsConfig
     from starlette.requests import HTTPConnection
 
 PATHS = frozenset({"/api/chat", "/api/generate", "/api/embed", "/api/embeddings", "/api/tags"})

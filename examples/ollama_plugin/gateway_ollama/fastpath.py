@@ -13,9 +13,9 @@ import re
 
 import msgspec
 import orjson
-from gateway.relay.canonical import Usage
-from gateway.runtime.errors import InvalidRequest
-from gateway.wire.frames import MAX_FRAME_BYTES
+from gateway.api import InvalidRequest
+from gateway.api.canonical import Usage
+from gateway.api.wire import MAX_FRAME_BYTES
 
 from gateway_ollama import wire
 from gateway_ollama.mapping import usage_of

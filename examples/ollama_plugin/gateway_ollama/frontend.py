@@ -11,22 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from gateway.relay.canonical import ChatRequest, ChatResponse, Usage
-from gateway.relay.tokens import estimate_request_tokens
-from gateway.relay.translation import RequestView, UpstreamCall
+from gateway.api import Frontend, RequestView, UpstreamCall
+from gateway.api.canonical import ChatRequest, ChatResponse, Usage
+from gateway.api.relay import estimate_request_tokens
 
 from gateway_ollama.client import decode_chat, decode_generate
 from gateway_ollama.encode import Mode, NdjsonEncoder, encode_answer
 from gateway_ollama.fastpath import NdjsonFastStream, forward_body, read_usage, with_model
 
 if TYPE_CHECKING:
-    from gateway.relay.call import ClientCall
-    from gateway.settings.config import LimitsConfig
+    from gateway.api import ClientCall, LimitsConfig
 
 FAMILY = "ollama"
 
 
-class OllamaFrontend:
+class OllamaFrontend(Frontend):
     family = FAMILY
 
     def __init__(self, mode: Mode) -> None:

@@ -8,8 +8,8 @@ import binascii
 import datetime
 import secrets
 
-from gateway.relay.canonical import StopReason, Thinking, Usage
-from gateway.runtime.errors import InvalidRequest
+from gateway.api import InvalidRequest
+from gateway.api.canonical import StopReason, Thinking, Usage
 
 EFFORTS = ("low", "medium", "high")
 

@@ -9,7 +9,7 @@ relay takes for a failed upstream).
 
 from __future__ import annotations
 
-from gateway.wire.frames import MAX_FRAME_BYTES, FrameBuffer
+from gateway.api.wire import MAX_FRAME_BYTES, FrameBuffer
 
 CONTENT_TYPE = "application/x-ndjson"
 

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from gateway.edge.http import endpoint, get_gateway, json_response
-from gateway.settings.config import ModelConfig
+from gateway.api import ModelConfig, endpoint, get_gateway, json_response
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -23,28 +22,28 @@ LEGACY_EMBEDDINGS = LegacyEmbeddingsFrontend()
 
 @endpoint(FAMILY)
 async def chat(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_generate  # the pipeline imports plugins, not the reverse
+    from gateway.api import serve_generate
 
     return await serve_generate(request, CHAT)
 
 
 @endpoint(FAMILY)
 async def generate(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_generate
+    from gateway.api import serve_generate
 
     return await serve_generate(request, GENERATE)
 
 
 @endpoint(FAMILY)
 async def embed(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_embeddings
+    from gateway.api import serve_embeddings
 
     return await serve_embeddings(request, EMBED)
 
 
 @endpoint(FAMILY)
 async def embeddings(request: Request) -> Response:
-    from gateway.relay.pipeline import serve_embeddings
+    from gateway.api import serve_embeddings
 
     return await serve_embeddings(request, LEGACY_EMBEDDINGS)
 

@@ -9,7 +9,8 @@ client's stream with an error and meters what came before.
 
 from __future__ import annotations
 
-from gateway.relay.canonical import (
+from gateway.api import UpstreamError
+from gateway.api.canonical import (
     Finish,
     PartStart,
     PartStop,
@@ -20,8 +21,7 @@ from gateway.relay.canonical import (
     ToolArgsDelta,
     UsageReport,
 )
-from gateway.runtime.errors import UpstreamError
-from gateway.wire.frames import MAX_FRAME_BYTES
+from gateway.api.wire import MAX_FRAME_BYTES
 
 from gateway_ollama import wire
 from gateway_ollama.mapping import epoch_of, new_id, stop_reason, usage_of

@@ -16,7 +16,8 @@ Mapping notes:
 from __future__ import annotations
 
 import msgspec
-from gateway.relay.canonical import (
+from gateway.api import InvalidRequest, LimitsConfig, UpstreamCall, UpstreamError
+from gateway.api.canonical import (
     Candidate,
     ChatRequest,
     ChatResponse,
@@ -31,10 +32,7 @@ from gateway.relay.canonical import (
     ToolResultPart,
     Usage,
 )
-from gateway.relay.translation import UpstreamCall
-from gateway.runtime.errors import InvalidRequest, UpstreamError
-from gateway.settings.config import LimitsConfig
-from gateway.wire.data_url import inline_data
+from gateway.api.wire import inline_data
 
 from gateway_ollama import wire
 from gateway_ollama.encode import tool_call
