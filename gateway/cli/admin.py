@@ -19,10 +19,13 @@ import msgspec
 import orjson
 
 from gateway.accounts.auth import Authenticator
+from gateway.accounts.metering.audit import format_problems, format_uncharged, run_audit, uncharged
 from gateway.admin.api import AdminOps, KeyCreate, KeyPatch, TopUp, UserCreate
 from gateway.edge.http import decode_body, new_request_id
 from gateway.runtime.errors import GatewayError
+from gateway.server.bootstrap import open_database
 from gateway.settings.config import DATABASE_KEYS, Config, ConfigError, load_config
+from gateway.settings.report import DEFAULT_CONFIG, print_config_errors
 
 Operation = Callable[[AdminOps, argparse.Namespace], Awaitable[Any]]
 
@@ -110,8 +113,6 @@ async def _keys_delete(ops: AdminOps, args: argparse.Namespace) -> Any:
 # --- running an operation ------------------------------------------------------------------------
 
 def _load(path: str) -> Config | None:
-    from gateway.cli.main import print_config_errors
-
     try:
         return load_config(path, env_needed_by=DATABASE_KEYS)  # upstream secrets: only for serve
     except ConfigError as exc:
@@ -128,8 +129,6 @@ def _command(operation: Operation) -> Callable[[argparse.Namespace], int]:
 
 
 async def _run(config: Config, operation: Operation, args: argparse.Namespace) -> int:
-    from gateway.server.bootstrap import open_database
-
     storage = await open_database(config)
     auth = Authenticator(storage, config, config.redis)
     try:
@@ -174,9 +173,6 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 async def _run_audit(config: Config, as_json: bool) -> int:
-    from gateway.accounts.metering.audit import format_problems, format_uncharged, run_audit, uncharged
-    from gateway.server.bootstrap import open_database
-
     storage = await open_database(config)
     try:
         problems = await run_audit(storage)
@@ -198,8 +194,6 @@ async def _run_audit(config: Config, as_json: bool) -> int:
 # --- argparse ------------------------------------------------------------------------------------
 
 def _common(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    from gateway.cli.main import DEFAULT_CONFIG
-
     parser.add_argument("--config", default=DEFAULT_CONFIG, help=f"config file (default {DEFAULT_CONFIG})")
     parser.add_argument("--json", action="store_true", help="print JSON")
     return parser
@@ -216,9 +210,12 @@ def _key_fields(p: argparse.ArgumentParser) -> None:
     p.add_argument("--soft-limit-usd", type=float, help="spending alert threshold in USD")
 
 
-def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    users = sub.add_parser("users", help="manage users and their balances").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
+def add_commands(sub: argparse._SubParsersAction[Any]) -> argparse._SubParsersAction[Any]:
+    """``users``, ``keys`` and ``audit``; returns the ``users`` sub-commands, which
+    ``gateway.cli.admin_ops`` extends."""
+    users: argparse._SubParsersAction[Any] = sub.add_parser(
+        "users", help="manage users and their balances").add_subparsers(dest="action", required=True,
+                                                                        metavar="ACTION")
     p = _common(users.add_parser("create", help="create a user (prints its user token once)"))
     p.add_argument("--name", required=True)
     p.add_argument("--group", default="default")
@@ -229,11 +226,6 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("user_id", type=int)
     p.add_argument("amount_usd", type=float)
     p.set_defaults(func=_command(_users_topup))
-    from gateway.cli import (
-        admin_ops as cli_admin_ops,  # imports this module: loaded once the helpers above exist
-    )
-
-    cli_admin_ops.add_user_commands(users)
 
     keys = sub.add_parser("keys", help="create, list, update and delete API keys").add_subparsers(
         dest="action", required=True, metavar="ACTION")
@@ -264,4 +256,4 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = _common(sub.add_parser("audit", help="check balances against the ledger (exit 1 on problems)"))
     p.set_defaults(func=_audit)
-    cli_admin_ops.add_commands(sub)
+    return users

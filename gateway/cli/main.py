@@ -11,34 +11,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-import yaml
-
+from gateway.cli import admin as cli_admin
+from gateway.cli import admin_ops as cli_admin_ops
+from gateway.hooks.manager import collect_adapters, make_plugin_manager
+from gateway.server.serve import SIMULATOR_TOKEN_ENV, serve
 from gateway.server.servers import DEFAULT_SERVER, SERVERS
 from gateway.settings.config import ConfigError, load_config
-
-DEFAULT_CONFIG = "config/gateway.yaml"
-# Set by ``gateway serve`` for its simulator child: the token the child answers in /healthz.
-SIMULATOR_TOKEN_ENV = "GATEWAY_SIMULATOR_TOKEN"
-
-
-def config_error_lines(exc: ConfigError) -> list[str]:
-    """One line per problem. A YAML syntax error is reduced to its position: the parser's own
-    message quotes the offending line, which may hold a secret (an admin or upstream key)."""
-    cause = exc.__cause__
-    if isinstance(cause, yaml.MarkedYAMLError) and cause.problem_mark is not None:
-        mark = cause.problem_mark
-        return [f"$: not valid YAML: {cause.problem} at line {mark.line + 1}, column {mark.column + 1}"]
-    return [line for error in exc.errors for line in error.splitlines()[:1]]
-
-
-def print_config_errors(exc: ConfigError) -> None:
-    for line in config_error_lines(exc):
-        print(line, file=sys.stderr)
+from gateway.settings.report import DEFAULT_CONFIG, print_config_errors
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from gateway.server.serve import serve
-
     return serve(args.config, host=args.host, port=args.port, workers=args.workers, server=args.server)
 
 
@@ -60,8 +42,6 @@ def _simulator(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from gateway.hooks.manager import collect_adapters, make_plugin_manager
-
     # The upstream protocols that exist are those the installed plugins' adapters speak.
     protocols = collect_adapters(make_plugin_manager())
     try:
@@ -74,8 +54,6 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
-    from gateway.cli import admin as cli_admin
-
     parser = argparse.ArgumentParser(prog="gateway", description="Metered multi-protocol model gateway.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -101,10 +79,10 @@ def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
     p.add_argument("path")
     p.set_defaults(func=_check_config)
 
-    cli_admin.add_commands(sub)
+    users = cli_admin.add_commands(sub)
+    cli_admin_ops.add_user_commands(users)
+    cli_admin_ops.add_commands(sub)
     if load_plugins:
-        from gateway.hooks.manager import make_plugin_manager
-
         make_plugin_manager().hook.gateway_cli_commands(subparsers=sub)
     return parser
 

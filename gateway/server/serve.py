@@ -31,8 +31,11 @@ from starlette.applications import Starlette
 from gateway.server import servers
 from gateway.server.servers import DEFAULT_SERVER
 from gateway.settings.config import Config, ConfigError, SimulatorConfig, load_config
+from gateway.settings.report import print_config_errors
 
 CONFIG_ENV = "GATEWAY_CONFIG"
+# Handed to the simulator child: the token it answers in /healthz (to know it is ours).
+SIMULATOR_TOKEN_ENV = "GATEWAY_SIMULATOR_TOKEN"
 GRACEFUL_TIMEOUT_S = 10.0
 SIMULATOR_START_TIMEOUT_S = 20.0
 # Allocations between two collections of the youngest generation (Python's default: 700). A call
@@ -86,7 +89,6 @@ def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
 
 def serve(config_path: str, host: str | None = None, port: int | None = None, workers: int = 1,
           server: str = DEFAULT_SERVER) -> int:
-    from gateway.cli.main import print_config_errors
     from gateway.hooks.manager import collect_adapters, make_plugin_manager
     from gateway.server.bootstrap import bootstrap, demo_banner, startup_summary
 
@@ -197,8 +199,6 @@ def simulator_child(sim: SimulatorConfig) -> Iterator[subprocess.Popen[bytes] | 
     if not sim.enabled:
         yield None
         return
-    from gateway.cli.main import SIMULATOR_TOKEN_ENV
-
     host = connect_host(sim.host)
     where = _netloc(sim.host, sim.port)
     if _listening(host, sim.port):
