@@ -1,5 +1,6 @@
 """The simulator's aiohttp app: the core routes (health, request log), the sides that plugins add
-through the ``gateway_simulator_routes`` hook, and running it (in-process or as ``gateway simulator``).
+through the ``gateway_simulator_routes`` hook (``gateway_simulator.sides``), and running it
+(in-process or as ``gateway simulator``).
 
 The core knows no upstream API: every side (its paths, credential, headers, error envelope) comes
 from a plugin; see :mod:`gateway_simulator.toolkit` for how to write one and
@@ -19,6 +20,7 @@ from aiohttp import web
 from gateway_simulator import request_log
 from gateway_simulator.context import SETTINGS_KEY, SimulatorSettings, json_response
 from gateway_simulator.routing import ROUTES_KEY, VENDOR_KEY, RouteTable
+from gateway_simulator.sides import add_sides
 
 
 async def _mark_simulated(request: web.Request, response: web.StreamResponse) -> None:
@@ -44,11 +46,10 @@ def create_app(
     load_entrypoints: bool = True,
     instance_token: str | None = None,
 ) -> web.Application:
-    """The simulator app with the sides of every plugin: the built-ins, the ``gateway`` entry
-    points (unless ``load_entrypoints`` is false) and ``extra_plugins`` (objects or modules with
-    hook implementations), each adding routes from ``gateway_simulator_routes(app)``."""
-    from gateway.hooks.manager import make_plugin_manager
-
+    """The simulator app with every side (``gateway_simulator.sides``): the built-ins, the
+    ``gateway_simulator`` entry points (unless ``load_entrypoints`` is false) and ``extra_plugins``
+    (objects or modules with hook implementations), each adding routes from
+    ``gateway_simulator_routes(app)``."""
     app = web.Application(middlewares=[request_log.middleware], client_max_size=64 * 1024 * 1024)
     app[SETTINGS_KEY] = settings or SimulatorSettings()
     app[INSTANCE_KEY] = instance_token or secrets.token_hex(16)
@@ -56,8 +57,7 @@ def create_app(
     app.on_response_prepare.append(_mark_simulated)
     app.router.add_get("/healthz", _healthz)
     request_log.install(app)
-    pm = make_plugin_manager(load_entrypoints=load_entrypoints, extra_plugins=extra_plugins)
-    pm.hook.gateway_simulator_routes(app=app)
+    add_sides(app, load_entrypoints=load_entrypoints, extra_plugins=extra_plugins)
     return app
 
 

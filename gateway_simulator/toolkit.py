@@ -15,7 +15,9 @@ Write a side in four steps:
    Using these gives the side every fault option (``ttft``, ``tok``, ``cut``, ``fail``, ``hang``,
    ``nousage``; see ``gateway_simulator.context``) and the latency settings for free.
 3. Register them from the hook, with ``endpoint`` around each handler (pass ``model_of`` when the
-   model id is in the path rather than in the body's ``model``)::
+   model id is in the path rather than in the body's ``model``). ``hookimpl`` is this toolkit's
+   (the simulator's own plugin system, ``gateway_simulator.sides``: the module is loaded only by
+   the simulator, from ``BUILTIN_SIDES`` or a ``gateway_simulator`` entry point)::
 
        @hookimpl
        def gateway_simulator_routes(app: web.Application) -> None:
@@ -57,6 +59,7 @@ from gateway_simulator.routing import (
     endpoint,
 )
 from gateway_simulator.server import create_app
+from gateway_simulator.sides import hookimpl
 from gateway_simulator.taskopts import TaskOptions, option_words
 
 __all__ = [
@@ -76,6 +79,7 @@ __all__ = [
     "body_model",
     "create_app",
     "endpoint",
+    "hookimpl",
     "json_response",
     "option_words",
     "textgen",

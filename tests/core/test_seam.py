@@ -323,7 +323,8 @@ def test_every_hook_is_exercised_by_a_test_and_documented() -> None:
     tests = [p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py")]
     section = plugin_section()
     hooks = _hooks()
-    assert "gateway_families" in hooks and "gateway_simulator_routes" in hooks
+    assert "gateway_families" in hooks
+    assert "gateway_simulator_routes" not in hooks  # the simulator's own hook (gateway_simulator.sides)
     # A test exercises a hook when it implements it in a test plugin or calls it on a manager.
     untested = [h for h in hooks if not any(re.search(rf"def {h}\(|\.hook\.{h}\(", text) for text in tests)]
     undocumented = [h for h in hooks if f"`{h}(" not in section]

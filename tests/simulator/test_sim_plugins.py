@@ -13,7 +13,6 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from gateway.hooks.specs import hookimpl
 from gateway_simulator import start_simulator
 from gateway_simulator.server import SimulatorRunner
 from gateway_simulator.toolkit import (
@@ -23,6 +22,7 @@ from gateway_simulator.toolkit import (
     add_route,
     create_app,
     endpoint,
+    hookimpl,
     textgen,
 )
 
@@ -136,13 +136,13 @@ def _paths(app: web.Application) -> set[str]:
 
 
 def test_sides_come_from_the_hook_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Built-in families register through the hook like the plugin: without them, only the core
+    """Built-in sides register through the simulator's hook like the plugin: without them, only the core
     routes and the plugin's are left."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # pytest's config lets aiohttp deprecations pass; not here
         full = _paths(create_app(extra_plugins=(EchoPlugin(),), load_entrypoints=False))
     assert {"/v1/chat/completions", "/v1/messages", "/v1beta/models/{tail}", "/echo/say"} <= full
-    monkeypatch.setattr("gateway.hooks.manager.DEFAULT_PLUGINS", ())
+    monkeypatch.setattr("gateway_simulator.sides.BUILTIN_SIDES", ())
     bare = _paths(create_app(extra_plugins=(EchoPlugin(),), load_entrypoints=False))
     assert bare == {"/healthz", "/_sim/requests", "/echo/say", "/v1/models"}
 

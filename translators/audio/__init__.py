@@ -23,7 +23,6 @@ from gateway.api import hookimpl
 from translators.audio.family import WIRE_FAMILY
 
 if TYPE_CHECKING:
-    from aiohttp import web
     from starlette.routing import BaseRoute
 
     from gateway.api import Gateway, WireFamily
@@ -39,10 +38,3 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
     from translators.audio.routes import routes
 
     return routes()
-
-
-@hookimpl
-def gateway_simulator_routes(app: web.Application) -> None:
-    from translators.audio.simulator import register
-
-    register(app)

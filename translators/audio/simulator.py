@@ -33,6 +33,7 @@ from gateway_simulator.toolkit import (
     WebHandler,
     add_route,
     endpoint,
+    hookimpl,
     json_response,
     textgen,
 )
@@ -197,6 +198,11 @@ async def speech(ctx: Ctx) -> web.StreamResponse:
     for start in range(0, len(audio), _CHUNK):
         await ctx.send(audio[start:start + _CHUNK])
     return ctx.stream()
+
+
+@hookimpl
+def gateway_simulator_routes(app: web.Application) -> None:
+    register(app)
 
 
 def register(app: web.Application) -> None:

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 from gateway.api import hookimpl
 from translators.chat.adapter import ChatAdapter
 from translators.chat.family import WIRE_FAMILY
-from translators.chat.simulator import gateway_simulator_routes as gateway_simulator_routes
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

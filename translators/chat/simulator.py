@@ -14,8 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.api import hookimpl
-from gateway_simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, json_response
+from gateway_simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, hookimpl, json_response
 from gateway_simulator.toolkit import textgen as tg
 from translators.chat.simulator_chat import chat_completions, int_or_none, sse, stops_of
 

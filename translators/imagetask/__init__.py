@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from gateway.api import hookimpl
 from translators.imagetask.family import WIRE_FAMILY
-from translators.imagetask.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.imagetask.upstream import ADAPTER, ImageTasks
 
 if TYPE_CHECKING:

@@ -25,7 +25,6 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.api import hookimpl
 from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
@@ -33,6 +32,7 @@ from gateway_simulator.toolkit import (
     TaskOptions,
     add_route,
     endpoint,
+    hookimpl,
     json_response,
     option_words,
 )

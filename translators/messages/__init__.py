@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 from gateway.api import hookimpl
 from translators.messages.family import MessagesFamily
-from translators.messages.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.messages.upstream import MessagesAdapter
 
 if TYPE_CHECKING:

@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.api import hookimpl
 from gateway_simulator import reasoning_state as rs
 from gateway_simulator.toolkit import (
     BadRequest,
@@ -28,6 +27,7 @@ from gateway_simulator.toolkit import (
     add_route,
     bearer_token,
     endpoint,
+    hookimpl,
     json_response,
 )
 from gateway_simulator.toolkit import textgen as tg

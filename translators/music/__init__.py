@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from gateway.api import hookimpl
 from translators.music.family import WIRE_FAMILY
-from translators.music.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.music.upstream import ADAPTER, MusicTasks
 
 if TYPE_CHECKING:

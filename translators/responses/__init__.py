@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING
 
 from gateway.api import hookimpl
 from translators.responses.family import WIRE_FAMILY
-from translators.responses.simulator import gateway_simulator_routes as gateway_simulator_routes
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute

@@ -28,9 +28,8 @@ import msgspec
 import orjson
 from aiohttp import web
 
-from gateway.api import hookimpl
 from gateway_simulator import reasoning_state as rs
-from gateway_simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint
+from gateway_simulator.toolkit import BadRequest, Ctx, SimVendor, add_route, endpoint, hookimpl
 from gateway_simulator.toolkit import textgen as tg
 
 Json = dict[str, Any]

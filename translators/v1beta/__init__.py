@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from gateway.api import hookimpl
 from translators.v1beta.family import V1betaFamily
-from translators.v1beta.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.v1beta.upstream import V1betaAdapter
 
 if TYPE_CHECKING:

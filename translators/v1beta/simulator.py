@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.api import hookimpl
 from gateway_simulator import reasoning_state as rs
 from gateway_simulator.toolkit import (
     BadRequest,
@@ -27,6 +26,7 @@ from gateway_simulator.toolkit import (
     add_route,
     bearer_token,
     endpoint,
+    hookimpl,
     json_response,
 )
 from gateway_simulator.toolkit import textgen as tg

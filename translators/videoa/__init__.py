@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from gateway.api import hookimpl
 from translators.videoa.family import WIRE_FAMILY
-from translators.videoa.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.videoa.upstream import ADAPTER, VideoaTasks
 
 if TYPE_CHECKING:

@@ -32,7 +32,6 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.api import hookimpl
 from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
@@ -40,6 +39,7 @@ from gateway_simulator.toolkit import (
     TaskOptions,
     add_route,
     endpoint,
+    hookimpl,
     json_response,
     option_words,
 )

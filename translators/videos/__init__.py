@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 from gateway.api import hookimpl
 from translators.videos.family import WIRE_FAMILY
-from translators.videos.simulator import gateway_simulator_routes as gateway_simulator_routes
 from translators.videos.upstream import ADAPTER, VideoTasks
 
 if TYPE_CHECKING:

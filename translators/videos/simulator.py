@@ -19,7 +19,6 @@ from typing import Any
 
 from aiohttp import web
 
-from gateway.api import hookimpl
 from gateway_simulator.toolkit import (
     BadRequest,
     Ctx,
@@ -27,6 +26,7 @@ from gateway_simulator.toolkit import (
     TaskOptions,
     add_route,
     endpoint,
+    hookimpl,
     option_words,
 )
 

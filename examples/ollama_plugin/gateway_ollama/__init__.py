@@ -6,7 +6,9 @@ Installed with pip, it is found through the ``gateway`` entry-point group and ad
   ``/api/embeddings`` and ``GET /api/tags``, NDJSON streaming, Ollama's error envelope;
 * an upstream protocol ``ollama`` (``upstream``): ``upstreams[].protocol: ollama`` routes any
   client family to an Ollama server;
-* its simulator side (``simulator``), so the built-in simulator speaks Ollama too.
+* its simulator side (``simulator``), so the built-in simulator speaks Ollama too: a plugin of the
+  simulator, not of the gateway (the ``gateway_simulator`` entry-point group), loaded only by the
+  simulator process.
 
 Modules, one job each: ``wire`` (Structs), ``ndjson`` (line framing), ``mapping`` (stop reasons,
 usage, think, images), ``client`` (client requests -> canonical), ``encode`` (canonical ->
@@ -21,7 +23,6 @@ from typing import TYPE_CHECKING
 from gateway.api import hookimpl
 
 if TYPE_CHECKING:
-    from aiohttp import web
     from gateway.api import Gateway, UpstreamAdapter, WireFamily
     from starlette.routing import BaseRoute
 
@@ -45,10 +46,3 @@ def gateway_upstream_adapters() -> list[UpstreamAdapter]:
     from gateway_ollama.upstream import OllamaAdapter
 
     return [OllamaAdapter()]
-
-
-@hookimpl
-def gateway_simulator_routes(app: web.Application) -> None:
-    from gateway_ollama.simulator import add_routes
-
-    add_routes(app)

@@ -1,4 +1,5 @@
-"""The Ollama side of the built-in upstream simulator (``gateway_simulator.toolkit``).
+"""The Ollama side of the built-in upstream simulator (``gateway_simulator.toolkit``), registered
+with the simulator through the ``gateway_simulator`` entry-point group (``pyproject.toml``).
 
 Serves ``POST /api/chat``, ``/api/generate``, ``/api/embed``, ``/api/embeddings`` and
 ``GET /api/tags`` the way an Ollama server answers: whole JSON when ``stream`` is false, else NDJSON
@@ -24,6 +25,7 @@ from gateway_simulator.toolkit import (
     add_route,
     bearer_token,
     endpoint,
+    hookimpl,
     json_response,
 )
 from gateway_simulator.toolkit import textgen as tg
@@ -230,6 +232,12 @@ async def tags(ctx: Ctx) -> web.StreamResponse:
                "digest": tg.hex_id(name, n=64), "details": details}
               for name in ("sim-llama:latest", "sim-embed:latest")]
     return json_response({"models": models})
+
+
+@hookimpl
+def gateway_simulator_routes(app: web.Application) -> None:
+    """The simulator's hook (``gateway_simulator.sides``): this module is the entry point."""
+    add_routes(app)
 
 
 def add_routes(app: web.Application) -> None:
