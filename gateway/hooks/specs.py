@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from gateway.hooks.markers import hookimpl as hookimpl
-from gateway.hooks.markers import hookspec
+import pluggy
 
 if TYPE_CHECKING:
     import argparse
@@ -28,6 +27,9 @@ if TYPE_CHECKING:
     from gateway.runtime.context import Gateway
     from gateway.storage.rows import SoftLimitCrossing
     from gateway.tasks.family import TaskFamily
+
+hookspec = pluggy.HookspecMarker("gateway")
+hookimpl = pluggy.HookimplMarker("gateway")
 
 
 @hookspec
