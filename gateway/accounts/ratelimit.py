@@ -41,7 +41,7 @@ from gateway.accounts import softlimit
 from gateway.accounts.ratelimit_headers import rate_headers as rate_headers
 from gateway.accounts.ratelimit_headers import remember, retry_after
 from gateway.accounts.records import Principal, RequestLog
-from gateway.hooks.specs import hookimpl
+from gateway.hooks.markers import hookimpl
 from gateway.runtime.errors import RateLimited, ServiceUnavailable
 from gateway.runtime.outage import Outage
 

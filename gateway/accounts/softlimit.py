@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from gateway.accounts.money import nano_to_usd
 from gateway.accounts.records import Principal, RequestLog
-from gateway.hooks.specs import hookimpl
+from gateway.hooks.markers import hookimpl
 
 if TYPE_CHECKING:
     from gateway.runtime.context import Gateway

@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.edge.http import internal_error_response
-from gateway.hooks.specs import hookimpl
+from gateway.hooks.markers import hookimpl
 
 
 @hookimpl(trylast=True)

@@ -1,10 +1,8 @@
 """Every extension point of the gateway, declared once.
 
 Built-in translators and plugins implement these exactly as third-party plugins do (see
-``gateway.hooks.manager``); plugins import ``hookimpl`` from ``gateway.api``. The simulator's side
-of a family is not a hook of the gateway: it is the simulator's own (``gateway_simulator.sides``).
-Hook names start with ``gateway_``. Hooks are synchronous; a hook that has asynchronous work
-returns an awaitable, which the caller awaits.
+``gateway.hooks.manager``). Hook names start with ``gateway_``. Hooks are synchronous; a hook that has
+asynchronous work returns an awaitable, which the caller awaits.
 """
 
 from __future__ import annotations
@@ -12,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-import pluggy
+from gateway.hooks.markers import hookimpl as hookimpl
+from gateway.hooks.markers import hookspec
 
 if TYPE_CHECKING:
     import argparse
 
+    from aiohttp import web
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute
@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from gateway.runtime.context import Gateway
     from gateway.storage.rows import SoftLimitCrossing
     from gateway.tasks.family import TaskFamily
-
-hookspec = pluggy.HookspecMarker("gateway")
-hookimpl = pluggy.HookimplMarker("gateway")
 
 
 @hookspec
@@ -76,6 +73,11 @@ def gateway_soft_limit_reached(gateway: Gateway, crossing: SoftLimitCrossing) ->
 def gateway_handle_exception(request: Request, exc: BaseException, family: str) -> Response | None:
     """Turn an unexpected exception into a response. The built-in implementation (trylast)
     answers 500 in the family's envelope without a stack trace; a plugin may answer first."""
+
+
+@hookspec
+def gateway_simulator_routes(app: web.Application) -> None:
+    """Add the upstream side of a family to the built-in simulator (an aiohttp application)."""
 
 
 @hookspec
