@@ -1,8 +1,10 @@
 """Every extension point of the gateway, declared once.
 
 Built-in translators and plugins implement these exactly as third-party plugins do (see
-``gateway.hooks.manager``). Hook names start with ``gateway_``. Hooks are synchronous; a hook that has
-asynchronous work returns an awaitable, which the caller awaits.
+``gateway.hooks.manager``); plugins import ``hookimpl`` from ``gateway.api``. The simulator's side
+of a family is not a hook of the gateway: it is the simulator's own (``gateway_simulator.sides``).
+Hook names start with ``gateway_``. Hooks are synchronous; a hook that has asynchronous work
+returns an awaitable, which the caller awaits.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from gateway.hooks.markers import hookspec
 if TYPE_CHECKING:
     import argparse
 
-    from aiohttp import web
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute
@@ -73,11 +74,6 @@ def gateway_soft_limit_reached(gateway: Gateway, crossing: SoftLimitCrossing) ->
 def gateway_handle_exception(request: Request, exc: BaseException, family: str) -> Response | None:
     """Turn an unexpected exception into a response. The built-in implementation (trylast)
     answers 500 in the family's envelope without a stack trace; a plugin may answer first."""
-
-
-@hookspec
-def gateway_simulator_routes(app: web.Application) -> None:
-    """Add the upstream side of a family to the built-in simulator (an aiohttp application)."""
 
 
 @hookspec
