@@ -10,11 +10,12 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from gateway.cli import admin as cli_admin
 from gateway.cli import admin_ops as cli_admin_ops
 from gateway.hooks.manager import collect_adapters, make_plugin_manager
-from gateway.server.serve import SIMULATOR_TOKEN_ENV, serve
+from gateway.server.serve import serve
 from gateway.server.servers import DEFAULT_SERVER, SERVERS
 from gateway.settings.config import ConfigError, load_config
 from gateway.settings.report import DEFAULT_CONFIG, print_config_errors
@@ -24,21 +25,13 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(args.config, host=args.host, port=args.port, workers=args.workers, server=args.server)
 
 
-def _simulator(args: argparse.Namespace) -> int:
-    from gateway_simulator import SimulatorSettings, serve_simulator_forever
-
-    host, port = args.host, args.port
-    if args.config is not None:  # the simulator section of a gateway config: its port written once
-        try:
-            sim = load_config(args.config, env_needed_by=()).simulator
-        except ConfigError as exc:
-            print_config_errors(exc)
-            return 2
-        host, port = host or sim.host, sim.port if port is None else port
-    settings = SimulatorSettings(ttft_ms=args.ttft_ms, token_ms=args.token_ms)
-    # ``gateway serve`` hands its child a token to answer in /healthz (to know it is its own).
-    return serve_simulator_forever(host or "127.0.0.1", 8101 if port is None else port, settings,
-                                   os.environ.get(SIMULATOR_TOKEN_ENV))
+def _simulator(options: Sequence[str]) -> NoReturn:
+    """The simulator is a program of its own (``python -m gateway_simulator``), which production
+    code never imports: this process becomes it, with the same pid (so that ``gateway serve``'s
+    child is still its child) and the same options."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "gateway_simulator", *options])
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -67,13 +60,8 @@ def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
                    "(uvicorn and hypercorn: pip install 'model-gateway[NAME]')")
     p.set_defaults(func=_serve)
 
-    p = sub.add_parser("simulator", help="run the upstream simulator on its own")
-    p.add_argument("--config", help="take host and port from this config's simulator section")
-    p.add_argument("--host", help="listen address (default: the config's, else 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default: the config's simulator.port, else 8101)")
-    p.add_argument("--ttft-ms", type=float, default=0.0, help="delay before the first token")
-    p.add_argument("--token-ms", type=float, default=0.0, help="delay between streamed tokens")
-    p.set_defaults(func=_simulator)
+    # Listed for --help; main() hands ``gateway simulator ...`` to the simulator's own program.
+    sub.add_parser("simulator", help="run the upstream simulator on its own (see gateway simulator --help)")
 
     p = sub.add_parser("check-config", help="validate a config file (exit 2 on errors)")
     p.add_argument("path")
@@ -93,6 +81,8 @@ BUILTIN_COMMANDS = frozenset({"serve", "simulator", "check-config", "users", "ke
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # A built-in command needs no plugin imports (the simulator child starts faster without them).
+    if argv[:1] == ["simulator"]:
+        _simulator(argv[1:])
     parser = build_parser(load_plugins=not argv or argv[0] not in BUILTIN_COMMANDS)
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
