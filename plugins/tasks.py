@@ -1,11 +1,24 @@
 """Runs the media-task engine (``gateway.tasks``) beside the app when any task family is installed:
-its poller and callback sender start with the app and stop before the upstream client closes."""
+its poller and callback sender start with the app and stop before the upstream client closes. Also
+serves the result files of every family's tasks (``GET /v1/media/...``, ``gateway.tasks.routes``)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from gateway.hooks.specs import hookimpl
 from gateway.runtime.context import Gateway
 from gateway.tasks import engine_of
+
+if TYPE_CHECKING:
+    from starlette.routing import BaseRoute
+
+
+@hookimpl
+def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
+    from gateway.tasks.routes import routes
+
+    return routes()
 
 
 @hookimpl

@@ -15,7 +15,9 @@ from gateway.tasks import (
     TaskFamily,
     engine_of,
 )
+from gateway.tasks.download import relay
 from gateway.tasks.family import Phase
+from gateway.tasks.media import MediaItem, file_item
 from gateway.tasks.upstream import (
     BearerTaskAdapter,
     TaskHttp,
@@ -28,6 +30,7 @@ from gateway.tasks.upstream import (
 __all__ = [
     "BearerTaskAdapter",
     "Candidate",
+    "MediaItem",
     "NewTask",
     "Phase",
     "Snapshot",
@@ -38,8 +41,10 @@ __all__ = [
     "TaskHttp",
     "TaskRecord",
     "engine_of",
+    "file_item",
     "poll_each",
     "prorated_charge",
     "query_batch",
     "refusal",
+    "relay",
 ]

@@ -317,5 +317,11 @@ class Storage(ABC):
     async def tasks_by_ids(self, task_ids: Sequence[str]) -> list[TaskRecord]:
         raise NotImplementedError
 
+    async def family_tasks(self, user_id: int, family: str, limit: int, *, after: TaskRecord | None = None,
+                           newest_first: bool = True) -> list[TaskRecord]:
+        """Up to ``limit`` of a user's tasks of ``family`` in creation order (newest first unless
+        asked otherwise), those after ``after`` in that order (a cursor page)."""
+        raise NotImplementedError
+
     async def delete_task(self, task_id: str) -> bool:
         raise NotImplementedError

@@ -183,6 +183,20 @@ class SqlTaskStore:
             found += [task_from_row(r) for r in rows]
         return found
 
+    async def family_tasks(self, user_id: int, family: str, limit: int, *, after: TaskRecord | None = None,
+                           newest_first: bool = True) -> list[TaskRecord]:
+        # Keyset paging on (created_at, task_id): a page never repeats or skips a task that was
+        # created meanwhile (the index tasks_user_time serves the user's range).
+        direction, past = ("DESC", "<") if newest_first else ("ASC", ">")
+        where, args = "user_id = ? AND family = ?", [user_id, family]
+        if after is not None:
+            where += f" AND (created_at {past} ? OR (created_at = ? AND task_id {past} ?))"
+            args += [after.created_at, after.created_at, after.task_id]
+        rows = await self._fetch(
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE {where} "
+            f"ORDER BY created_at {direction}, task_id {direction} LIMIT ?", [*args, max(limit, 0)])
+        return [task_from_row(r) for r in rows]
+
     async def delete_task(self, task_id: str) -> bool:
         """Remove a task that was never changed after its creation: one whose hold was refused at
         submit (so it never held money and its id was never handed out)."""

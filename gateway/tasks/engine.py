@@ -48,12 +48,15 @@ from gateway.runtime.secrets_scrub import SecretScrubber
 from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
 from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
 from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, Submitted, TaskFamily
+from gateway.tasks.media import MediaLinks
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination
 from gateway.tasks.upstream import TaskHttp
 from gateway.upstream.attempt import Failover, UpstreamFailure
 from gateway.upstream.pool import Target
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
+
     from gateway.runtime.context import Gateway
     from gateway.tasks.poller import Poller
 
@@ -108,6 +111,7 @@ class TaskEngine:
         self.sender = CallbackSender(self.guard, limits=gateway.config.limits)
         self.http = TaskHttp(gateway.upstreams, lambda: self.sender.session, self.guard)
         self.outbox = CallbackOutbox(gateway.storage, self.sender, gateway.instance_id)
+        self.media = MediaLinks(gateway)
         self._poller: Poller | None = None
         self._rng = random.Random()
         # Upstream words kept on tasks (failure reasons, results) are shown to clients and callbacks.
@@ -117,6 +121,7 @@ class TaskEngine:
     async def start(self) -> None:
         from gateway.tasks.poller import Poller
 
+        await self.media.load_key()
         await self.sender.start()
         self.outbox.start()
         self._poller = Poller(self)
@@ -137,6 +142,10 @@ class TaskEngine:
 
     def family(self, name: str) -> TaskFamily:
         return self.families[name]
+
+    def shown(self, request: Request | None, task: TaskRecord) -> TaskRecord:
+        """``task`` as a client sees it: its result links the gateway's (``media.MediaLinks``)."""
+        return self.media.shown(self.families.get(task.family), task, self.media.base_of(request))
 
     # --- choosing upstreams ----------------------------------------------------------------------
     def upstream_targets(self, protocol: str) -> list[Target]:
@@ -175,7 +184,7 @@ class TaskEngine:
             return None
         after = msgspec.structs.replace(task, **changes)
         try:
-            body = family.callback_payload(after)
+            body = family.callback_payload(self.shown(None, after))
         except Exception:
             log.exception("callback payload of task %s failed", task.task_id)
             return None

@@ -135,25 +135,35 @@ class TaskHttp:
         return TaskReply(status, data)
 
     async def open(self, upstream: UpstreamConfig, path: str, *, request_id: str = "",
-                   follow_redirects: bool = True) -> aiohttp.ClientResponse:
+                   follow_redirects: bool = True, headers: dict[str, str] | None = None,
+                   total_s: float | None = None) -> aiohttp.ClientResponse:
         """A GET whose body is streamed by the caller (a result file: read ``resp.content`` in
         chunks, never the whole body at once), within the connect and first-byte timeouts; later
-        reads are bounded by the idle timeout. Redirects are followed by default (result files
-        often live behind one), at most ``MAX_REDIRECTS``: on the upstream's own origin as the first
-        request went; to any other origin only through the SSRF guard of callbacks and without the
-        upstream's headers (its credential is for the upstream alone). The caller releases the
-        response; a 401/429/5xx raises ``UpstreamFailure`` (released here)."""
-        headers = {"User-Agent": USER_AGENT}
+        reads are bounded by the idle timeout, and the whole by ``total_s`` (default the
+        upstream's ``total_s``; a long download passes None and keeps its own deadline).
+
+        ``path`` is a path of the upstream's API (sent with its credential) or an absolute URL
+        the upstream handed out (a result link): on the upstream's own origin it is asked like a
+        path; anywhere else only through the SSRF guard of callbacks and without the upstream's
+        headers (its credential is for the upstream alone). Redirects are followed by default
+        (result files often live behind one), at most ``MAX_REDIRECTS``, by the same rule.
+        ``headers`` (e.g. ``Range``) go with every hop. The caller releases the response; a
+        401/429/5xx raises ``UpstreamFailure`` (released here)."""
+        own = {"User-Agent": USER_AGENT, **(headers or {})}
         if request_id:
-            headers[REQUEST_ID_HEADER] = request_id
-        where = Destination(*self._pool.locate(upstream, path))  # as in ``call``
-        url, upstream_headers = where.url, where.headers
-        timeout = self._timeout(upstream)
+            own[REQUEST_ID_HEADER] = request_id
+        base = Destination(*self._pool.locate(upstream, "/"))
+        if path.startswith("/"):
+            where = Destination(*self._pool.locate(upstream, path))  # as in ``call``
+            url, upstream_headers = where.url, where.headers
+        else:
+            url, upstream_headers = URL(path), base.headers
         t = upstream.timeouts
-        with upstream_io(upstream.name, f"on GET {path.split('?', 1)[0]}"):
+        timeout = aiohttp.ClientTimeout(total=t.total_s if total_s is None else total_s,
+                                        sock_connect=t.connect_s, sock_read=t.idle_s)
+        with upstream_io(upstream.name, f"on GET {url.path}"):
             async with asyncio.timeout(t.connect_s + t.first_byte_s):
-                resp = await self._pool.session.get(url, headers={**headers, **upstream_headers},
-                                                    timeout=timeout, allow_redirects=False)
+                resp = await self._get(upstream.name, url, base.url.origin(), own, upstream_headers, timeout)
                 hops = 0
                 while follow_redirects and resp.status in _REDIRECTS and "Location" in resp.headers:
                     hops += 1
@@ -161,23 +171,30 @@ class TaskHttp:
                     if hops > MAX_REDIRECTS:
                         raise UpstreamError(f"The upstream redirected more than {MAX_REDIRECTS} times.")
                     target = resp.url.join(URL(resp.headers["Location"]))
-                    if target.origin() == url.origin():
-                        resp = await self._pool.session.get(target, headers={**headers, **upstream_headers},
-                                                            timeout=timeout, allow_redirects=False)
-                    else:
-                        resp = await self._redirected(upstream.name, target, headers, limits=timeout)
+                    resp = await self._get(upstream.name, target, base.url.origin(), own, upstream_headers,
+                                           timeout)
         if resp.status in (401, 429) or resp.status >= 500:
             resp.release()
             raise UpstreamFailure(upstream.name, f"answered HTTP {resp.status}", resp.status)
         return resp
 
-    async def _redirected(self, name: str, url: URL, headers: dict[str, str], *,
-                          limits: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
-        """A GET of where a download was redirected: a destination the upstream chose, so checked
-        like a callback's (public addresses only, unless allowed; on the addresses the connection
-        uses) and sent without the upstream's credential."""
+    async def _get(self, name: str, url: URL, origin: URL, headers: dict[str, str],
+                   upstream_headers: dict[str, str],
+                   limits: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        """One hop: on the upstream's origin with its headers, elsewhere through the guard."""
+        if url.origin() == origin:
+            return await self._pool.session.get(url, headers={**headers, **upstream_headers},
+                                                timeout=limits, allow_redirects=False)
+        return await self._guarded_get(name, url, headers, limits=limits)
+
+    async def _guarded_get(self, name: str, url: URL, headers: dict[str, str], *,
+                           limits: aiohttp.ClientTimeout) -> aiohttp.ClientResponse:
+        """A GET of a download off the upstream's origin (a result link, or where a download was
+        redirected): a destination the upstream chose, so checked like a callback's (public
+        addresses only, unless allowed; on the addresses the connection uses) and sent without
+        the upstream's credential."""
         if self._guarded is None or self._guard is None:
-            raise UpstreamError("The upstream redirected a download, and redirects are not followed here.")
+            raise UpstreamError("The upstream sent a download to another host, which is not followed here.")
         try:
             host, _ = self._guard.split(str(url))
             if is_address(host) and not self._guard.host_allowed(host):
@@ -188,9 +205,9 @@ class TaskHttp:
             if not isinstance(refused, UnsafeDestination):
                 raise
             # The operator's to know: which upstream tried to send the gateway somewhere private.
-            log.warning("upstream %s redirected a download to a refused destination: %s (request %s)",
+            log.warning("upstream %s sent a download to a refused destination: %s (request %s)",
                         name, refused, current_request_id() or "-")
-            raise UpstreamError(f"The upstream redirected the download to a refused destination: {refused}"
+            raise UpstreamError(f"The upstream sent the download to a refused destination: {refused}"
                                 ) from exc
 
 

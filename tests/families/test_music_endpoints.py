@@ -56,11 +56,11 @@ async def test_song_moves_through_every_status(mgw: GatewayHandle) -> None:
     assert data["task_id"] == task_id and "failure_reason" not in data
     first, second = data["clips"]
     assert first["id"] == f"{task_id}_1" and second["id"] == f"{task_id}_2"
-    assert first["title"] == "Packet Lost" and first["audio_url"].endswith(".mp3") and first["duration"] > 0
+    assert first["title"] == "Packet Lost" and ".mp3?" in first["audio_url"] and first["duration"] > 0
     assert first["video_url"] and first["image_url"] and first["lyric"] == "[Verse]\nheave ho"
     assert first["tags"] == "folk,shanty" and first["model_name"] == "music_v4"
     assert set(second) == {"id", "title", "audio_url", "duration"}  # the short form of spec 2.5
-    async with mgw.http.get(second["audio_url"]) as resp:  # the upstream's public link, as given
+    async with mgw.http.get(second["audio_url"]) as resp:  # the gateway's signed link (CONTRACT 6d)
         assert resp.status == 200 and resp.content_type == "audio/mpeg"
     stored = await wait_stored(mgw, task_id, lambda t: t.billing_status == "charged")
     assert stored.upstream_task_id not in str(data)

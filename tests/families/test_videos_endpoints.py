@@ -56,7 +56,9 @@ async def test_sdk_create_and_retrieve(mgw: GatewayHandle, client: openai.AsyncO
         statuses.add(video.status)
     assert video.status == "completed" and "processing" in statuses, statuses
     raw = video.model_dump()
-    assert raw["video_url"].endswith(".mp4") and raw["thumbnail_url"].endswith(".jpg")
+    # the gateway's own links (CONTRACT 6d: tests/media covers them)
+    assert raw["video_url"].startswith(mgw.base_url + "/v1/media/") and ".mp4?" in raw["video_url"]
+    assert ".jpg?" in raw["thumbnail_url"]
     assert raw["duration"] == 8 and raw["completed_at"] >= raw["created_at"] and video.progress == 100
     assert "failure_reason" in raw and raw["failure_reason"] is None
     stored = await wait_stored(mgw, video.id, lambda t: t.billing_status == "charged")

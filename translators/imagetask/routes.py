@@ -240,8 +240,9 @@ async def modal(request: Request) -> Response:
 async def fetch(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
-    task = await engine_of(gw).fetch(principal, FAMILY, request.path_params["task_id"])
-    return json_response(task_out(task))
+    engine = engine_of(gw)
+    task = await engine.fetch(principal, FAMILY, request.path_params["task_id"])
+    return json_response(task_out(engine.shown(request, task)))
 
 
 @endpoint(FAMILY)
@@ -251,5 +252,6 @@ async def list_by_condition(request: Request) -> Response:
     body = decode_body(raw, ListBody)
     if len(body.ids) > MAX_LIST:
         raise v.bad("ids", f"at most {MAX_LIST} ids")
-    tasks = await engine_of(get_gateway(request)).fetch_many(principal, FAMILY, body.ids)
-    return json_response([task_out(t) for t in tasks])
+    engine = engine_of(get_gateway(request))
+    tasks = await engine.fetch_many(principal, FAMILY, body.ids)
+    return json_response([task_out(engine.shown(request, t)) for t in tasks])

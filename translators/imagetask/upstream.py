@@ -17,15 +17,17 @@ from gateway.api import UpstreamConfig, UpstreamError, UpstreamHTTPError
 from gateway.api.relay import scrub_secrets
 from gateway.api.tasks import (
     BearerTaskAdapter,
+    MediaItem,
     Phase,
     Snapshot,
     Submitted,
     TaskHttp,
     TaskRecord,
+    file_item,
     query_batch,
     refusal,
 )
-from translators.imagetask.render import callback_out
+from translators.imagetask.render import callback_out, result
 from translators.imagetask.wire import Result, UpstreamSubmit, UpstreamSubmitted, UpstreamTask
 
 PROTOCOL = "imagetask"
@@ -92,3 +94,8 @@ class ImageTasks:
 
     def callback_payload(self, task: TaskRecord) -> bytes | None:
         return _result.encode(callback_out(task))
+
+    def media(self, task: TaskRecord) -> Mapping[str, MediaItem]:
+        """The image (``imageUrl``), served by the gateway at its own link (CONTRACT 6d)."""
+        url = result(task).imageUrl
+        return {"image": file_item(url, "png", "image/png")} if url else {}

@@ -134,8 +134,9 @@ async def submit(request: Request) -> Response:
 async def fetch(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
-    task = await engine_of(gw).fetch(principal, FAMILY, request.path_params["task_id"])
-    return json_response(FetchOut(code="success", data=task_out(task)))
+    engine = engine_of(gw)
+    task = await engine.fetch(principal, FAMILY, request.path_params["task_id"])
+    return json_response(FetchOut(code="success", data=task_out(engine.shown(request, task))))
 
 
 @endpoint(FAMILY)
@@ -146,5 +147,7 @@ async def fetch_many(request: Request) -> Response:
     body = decode_body(await read_json_body(request), FetchManyBody)
     if len(body.ids) > MAX_IDS:
         raise v.bad("ids", f"at most {MAX_IDS} ids")
-    tasks = await engine_of(gw).fetch_many(principal, FAMILY, body.ids)
-    return json_response(FetchManyOut(code="success", data=[task_out(t) for t in tasks]))
+    engine = engine_of(gw)
+    tasks = await engine.fetch_many(principal, FAMILY, body.ids)
+    shown = [task_out(engine.shown(request, t)) for t in tasks]
+    return json_response(FetchManyOut(code="success", data=shown))

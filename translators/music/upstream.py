@@ -15,15 +15,17 @@ from gateway.api import UpstreamConfig, UpstreamError, UpstreamHTTPError
 from gateway.api.relay import scrub_secrets
 from gateway.api.tasks import (
     BearerTaskAdapter,
+    MediaItem,
     Phase,
     Snapshot,
     Submitted,
     TaskHttp,
     TaskRecord,
+    file_item,
     query_batch,
     refusal,
 )
-from translators.music.render import callback_body
+from translators.music.render import callback_body, upstream_clips
 from translators.music.wire import Result, UpstreamBody, UpstreamFetched, UpstreamSubmitted, UpstreamTask
 
 PROTOCOL = "music"
@@ -83,3 +85,15 @@ class MusicTasks:
 
     def callback_payload(self, task: TaskRecord) -> bytes | None:
         return callback_body(task)
+
+    def media(self, task: TaskRecord) -> Mapping[str, MediaItem]:
+        """Each clip's audio, video and cover (``clip<n>-audio`` ...), served by the gateway at its
+        own links (CONTRACT 6d); a streaming clip's audio is there before the task ends."""
+        found: dict[str, MediaItem] = {}
+        for n, clip in enumerate(upstream_clips(task), start=1):
+            for kind, url, ext, media_type in (("audio", clip.audio_url, "mp3", "audio/mpeg"),
+                                               ("video", clip.video_url, "mp4", "video/mp4"),
+                                               ("image", clip.image_url, "jpg", "image/jpeg")):
+                if url:
+                    found[f"clip{n}-{kind}"] = file_item(url, ext, media_type)
+        return found

@@ -6,7 +6,7 @@ Modules, one job each:
 * ``validation``: the rules of spec 4.10 and 8 (models, generation types, duration, aspect ratio,
   resolution, material counts and seconds), each a 400 naming the field; ``media``: one media URL
   (public http(s), or a data URL: at most 100 MB, seconds read from its header);
-* ``routes``: submit, status and the mp4 download; ``download``: the streamed relay of the file;
+* ``routes``: submit, status and the mp4 download (relayed by the core, ``gateway.tasks.download``);
 * ``upstream``: the ``videoa`` adapter, the submit call, and ``VideoaTasks``, the family as the
   task engine sees it (status meanings, actual charge);
 * ``family``: the paths, Bearer credential, envelope and the 200 MB submit body limit;

@@ -14,8 +14,6 @@ from starlette.routing import BaseRoute, Route
 from gateway.api import (
     Gateway,
     NotFound,
-    UpstreamError,
-    UpstreamHTTPError,
     decode_body,
     documented,
     endpoint,
@@ -25,11 +23,9 @@ from gateway.api import (
     request_id,
 )
 from gateway.api.accounts import Principal, nano_to_usd, unit_cost
-from gateway.api.relay import UpstreamFailure
-from gateway.api.tasks import Candidate, NewTask, Submitted, TaskRecord, engine_of
+from gateway.api.tasks import Candidate, NewTask, Submitted, TaskRecord, engine_of, relay
 from translators.videoa import upstream
 from translators.videoa import validation as v
-from translators.videoa.download import DownloadStream
 from translators.videoa.family import SUBMIT_PATH
 from translators.videoa.media import bad
 from translators.videoa.wire import (
@@ -138,16 +134,5 @@ async def download(request: Request) -> Response:
     if task.status != "completed":
         raise NotFound(f"The video of task `{task.task_id}` is not ready (status `{task.status}`).",
                        code="video_not_ready")
-    config = next((u for u in gw.config.upstreams if u.name == task.upstream), None)
-    if config is None:
-        raise UpstreamError(f"The upstream that ran task `{task.task_id}` is no longer configured.")
-    path = f"/videoa/v1/videos/generations/{task.upstream_task_id}.mp4"
-    try:
-        resp = await engine_of(gw).http.open(config, path, request_id=request_id(request))
-    except UpstreamFailure as failure:  # already logged, naming the upstream; nothing to retry here
-        raise UpstreamError(f"The upstream could not serve the video ({failure.reason}).") from failure
-    if resp.status >= 400:
-        resp.release()
-        raise UpstreamHTTPError(resp.status, f"The upstream could not serve the video (HTTP {resp.status}).")
-    return DownloadStream(config.name, resp, "video/mp4", f"{task.task_id}.mp4")
+    return await relay(engine_of(gw), request, task, "video")
 

@@ -16,6 +16,7 @@ import msgspec
 from gateway.api import UpstreamConfig, UpstreamError
 from gateway.api.tasks import (
     BearerTaskAdapter,
+    MediaItem,
     Phase,
     Snapshot,
     Submitted,
@@ -103,3 +104,10 @@ class VideoaTasks:
 
     def callback_payload(self, task: TaskRecord) -> bytes | None:
         return None  # spec 6.5: video tasks send no callbacks
+
+    def media(self, task: TaskRecord) -> Mapping[str, MediaItem]:
+        """The finished video, asked at the upstream's own download path (with its credential;
+        redirects followed through the SSRF guard): the ``.mp4`` endpoint and ``/v1/media``."""
+        if task.status != "completed" or not task.upstream_task_id:
+            return {}
+        return {"video": MediaItem(f"{SUBMIT_PATH}/{task.upstream_task_id}.mp4", "mp4", "video/mp4")}

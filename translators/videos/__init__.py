@@ -2,13 +2,14 @@
 task engine.
 
 Modules: ``wire`` (Structs), ``validation`` (the rules of spec 4.11 and the JSON or multipart
-body), ``routes`` (create, retrieve; the video object), ``upstream`` (the ``videos`` adapter, the
-create call, ``VideoTasks`` for the engine), ``family`` (paths, credential, envelope),
-``simulator`` (the simulator's video-B upstream).
+body), ``routes`` (create, retrieve; the video object), ``content`` (the list and the content
+download), ``upstream`` (the ``videos`` adapter, the create call, ``VideoTasks`` for the engine),
+``family`` (paths, credential, envelope), ``simulator`` (the simulator's video-B upstream).
 
 Statuses are spec 3.3's: ``queued``, ``processing``, ``completed``, ``failed`` (an upstream's
 OpenAI-style ``in_progress`` is shown as ``processing``). ``video_url`` and ``thumbnail_url`` are the
-upstream's result links as it gave them (like an image task's ``imageUrl``).
+gateway's signed links to the files (``gateway.tasks.media``), or the upstream's own with
+``media_links: upstream``.
 
 Money (spec 8): ``per_second`` x ``seconds`` (with the group ratio) is held at create; on
 completion the task is charged for the seconds the upstream reports in ``duration`` (never more

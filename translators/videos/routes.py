@@ -1,5 +1,6 @@
-"""The two endpoints of video task B (spec 4.11): create and retrieve, both answering the video
-object of spec 2.4. Another user's video is 404."""
+"""The endpoints of video task B (spec 4.11): create and retrieve, both answering the video object
+of spec 2.4, whose ``video_url`` and ``thumbnail_url`` are the gateway's links (CONTRACT 6d); the
+list and the content download are ``content``. Another user's video is 404."""
 
 from __future__ import annotations
 
@@ -36,9 +37,13 @@ _result = msgspec.json.Decoder(Result)
 
 
 def routes() -> list[BaseRoute]:
+    from translators.videos import content  # its endpoints render with ``video_out`` below
+
     return [
         Route(PREFIX, create, methods=["POST"]),
         Route(PREFIX + "/{video_id}", retrieve, methods=["GET"]),
+        Route(PREFIX, content.list_videos, methods=["GET"]),
+        Route(PREFIX + "/{video_id}/content", content.download_content, methods=["GET"]),
     ]
 
 
@@ -102,5 +107,6 @@ async def create(request: Request) -> Response:
 async def retrieve(request: Request) -> Response:
     gw = get_gateway(request)
     principal = await gw.auth.authenticate(request, FAMILY)
-    task = await engine_of(gw).fetch(principal, FAMILY, request.path_params["video_id"])
-    return json_response(video_out(task))
+    engine = engine_of(gw)
+    task = await engine.fetch(principal, FAMILY, request.path_params["video_id"])
+    return json_response(video_out(engine.shown(request, task)))

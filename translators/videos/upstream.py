@@ -14,11 +14,13 @@ import msgspec
 from gateway.api import UpstreamConfig, UpstreamError
 from gateway.api.tasks import (
     BearerTaskAdapter,
+    MediaItem,
     Phase,
     Snapshot,
     Submitted,
     TaskHttp,
     TaskRecord,
+    file_item,
     poll_each,
     prorated_charge,
     refusal,
@@ -32,6 +34,7 @@ _PHASES: dict[str, Phase] = {"queued": "queued", "processing": "running", "in_pr
                              "completed": "succeeded", "failed": "failed"}
 _video = msgspec.json.Decoder(UpstreamVideo)
 _stored = msgspec.json.Decoder(Stored)
+_result = msgspec.json.Decoder(Result)
 _encode = msgspec.json.Encoder()
 
 
@@ -100,3 +103,14 @@ class VideoTasks:
 
     def callback_payload(self, task: TaskRecord) -> bytes | None:
         return None  # spec 6.5: video tasks send no callbacks
+
+    def media(self, task: TaskRecord) -> Mapping[str, MediaItem]:
+        """The video and its thumbnail (the ``variant`` names of ``/content``), served by the
+        gateway at its own links (CONTRACT 6d)."""
+        res = _result.decode(task.result_json) if task.result_json else Result()
+        found: dict[str, MediaItem] = {}
+        if res.video_url:
+            found["video"] = file_item(res.video_url, "mp4", "video/mp4")
+        if res.thumbnail_url:
+            found["thumbnail"] = file_item(res.thumbnail_url, "jpg", "image/jpeg")
+        return found

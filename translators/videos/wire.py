@@ -59,6 +59,16 @@ class VideoOut(msgspec.Struct):
     error: VideoError | None = None
 
 
+class VideoList(msgspec.Struct):
+    """The OpenAI cursor page of ``GET /v1/videos``."""
+
+    object: str
+    data: list[VideoOut]
+    first_id: str | None
+    last_id: str | None
+    has_more: bool
+
+
 class Stored(msgspec.Struct, omit_defaults=True):
     prompt: str = ""
     seconds: int = 0
