@@ -1,5 +1,6 @@
 # The two commands of the contract: `make run` and `make test`; `make lint` is the style and type gate
-# (ruff, and mypy --strict on gateway/, translators/ and plugins/ as configured in pyproject.toml).
+# (ruff, and mypy --strict on gateway/, translators/ and plugins/ as configured in pyproject.toml) and
+# the import contracts of .importlinter (lint-imports; the examples' packages on its PYTHONPATH).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -64,3 +65,4 @@ bench-servers: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	PYTHONPATH=examples/ollama_plugin:examples/sample_plugin $(BIN)/lint-imports

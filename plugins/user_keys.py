@@ -16,14 +16,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.records import UserRecord
-from gateway.admin.api import AdminOps, KeyCreate, KeyPatch, _path_id
-from gateway.admin.idempotency import idempotent, user_caller
-from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body
-from gateway.hooks.specs import hookimpl
-from gateway.relay.families import DEFAULT_FAMILY
-from gateway.runtime.context import Gateway
-from gateway.runtime.errors import InvalidRequest, NotFound, PermissionDenied
+from gateway.api import (
+    DEFAULT_FAMILY,
+    Gateway,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    decode_body,
+    endpoint,
+    get_gateway,
+    hookimpl,
+    json_response,
+    read_json_body,
+)
+from gateway.api.accounts import AdminOps, KeyCreate, KeyPatch, UserRecord, idempotent, user_caller
+from gateway.api.accounts import path_id as _path_id
 
 
 def _own(key: dict[str, Any]) -> dict[str, Any]:

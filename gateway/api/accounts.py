@@ -1,6 +1,7 @@
 """Users, keys and money, for plugins that serve accounts (the console, account and key endpoints,
 metrics): the records, the nano-USD helpers, the storage and its rows, the admin operations the
-admin API uses, and the rate limiter's state."""
+admin API uses (with ``idempotent``, the ``Idempotency-Key`` wrapper of a mutation), and the rate
+limiter's state."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from gateway.accounts.ratelimit import RateLimiter, RedisBackend
 from gateway.accounts.records import KeyRecord, Outcome, Principal, RequestLog, UserRecord
 from gateway.admin.api import AdminOps, KeyCreate, KeyPatch
 from gateway.admin.api import _path_id as path_id
+from gateway.admin.idempotency import idempotent, user_caller
 from gateway.admin.ops import log_filter, log_json, paging
 from gateway.runtime.observe import group_of, http_stats
 from gateway.storage.base import Storage
@@ -38,6 +40,7 @@ __all__ = [
     "UserRecord",
     "group_of",
     "http_stats",
+    "idempotent",
     "log_filter",
     "log_json",
     "nano_to_usd",
@@ -46,4 +49,5 @@ __all__ = [
     "ratio_of",
     "scaled_cost",
     "unit_cost",
+    "user_caller",
 ]
