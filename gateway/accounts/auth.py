@@ -36,6 +36,7 @@ from gateway.accounts.keys import (
 from gateway.accounts.records import KeyRecord, Principal, UserRecord
 from gateway.relay.families import BEARER_HINT, FamilyRegistry, bearer_token
 from gateway.runtime.errors import ExpiredApiKey, InvalidApiKey, IpNotAllowed
+from gateway.runtime.observe import note_caller
 from gateway.runtime.redis_client import redis_client
 from gateway.settings.config import Config
 from gateway.storage.base import StorageUnavailable
@@ -131,6 +132,7 @@ class Authenticator:
         credential = self._credential(request, family)
         entry = await self._entry(credential)
         key = entry.key
+        note_caller(key, entry.user)  # a refusal from here on names the key (its request-log row)
         if not key.enabled:
             raise InvalidApiKey("This API key is disabled.")
         if not entry.user.enabled:
@@ -199,6 +201,7 @@ class Authenticator:
         user = await self.storage.user_by_token_hash(hash_secret(token))
         if user is None:
             raise InvalidApiKey("Invalid user token.")
+        note_caller(None, user)
         if not user.enabled:
             raise InvalidApiKey("This account is disabled.")
         return user

@@ -7,6 +7,7 @@ from fractions import Fraction
 from gateway.accounts.money import TokenPrices, ratio_of
 from gateway.accounts.records import Principal
 from gateway.runtime.errors import ModelNotAllowed, ModelNotFound
+from gateway.runtime.observe import note_model
 from gateway.settings.config import Config, ModelConfig
 
 
@@ -45,6 +46,7 @@ class Catalogue:
 
     def check(self, principal: Principal, model_id: str) -> ModelConfig:
         """The model if this caller may use it: 404 when unknown or unrouted, 403 when forbidden."""
+        note_model(model_id)  # a refusal names it (its request-log row)
         model = self._models.get(model_id)
         if model is None or model_id not in self._routed:
             raise ModelNotFound(f"The model `{model_id}` does not exist or you do not have access to it.")

@@ -53,8 +53,10 @@ class Adjust(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def log_json(log: RequestLog) -> dict[str, Any]:
-    """A request-log row as the admin API and the console show it (money also in USD)."""
-    return {**msgspec.structs.asdict(log), "cost_usd": nano_to_usd(log.charge_nano)}
+    """A request-log row as the admin API and the console show it (money also in USD). A refusal
+    before any valid key (stored with ids 0) shows ``user_id`` and ``key_id`` null (CONTRACT 6a)."""
+    return {**msgspec.structs.asdict(log), "user_id": log.user_id or None, "key_id": log.key_id or None,
+            "cost_usd": nano_to_usd(log.charge_nano)}
 
 
 # --- operations ----------------------------------------------------------------------------------

@@ -22,9 +22,11 @@ from starlette.types import ASGIApp
 from gateway.accounts.auth import Authenticator
 from gateway.accounts.catalogue import Catalogue
 from gateway.accounts.metering.meter import Meter
+from gateway.accounts.metering.retention import RETENTION, LogRetention
 from gateway.accounts.records import RequestLog
 from gateway.admin.api import admin_routes
 from gateway.admin.ops import admin_ops_routes
+from gateway.admin.usage import usage_routes
 from gateway.edge.http import json_response
 from gateway.edge.middleware import middleware_stack
 from gateway.edge.openapi import documented
@@ -60,7 +62,8 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
         auth=Authenticator(storage, config, config.redis, families=families),
         meter=Meter(storage, instance_id, on_finished=on_finished,
                     batch_max=config.metering.batch_max, flush_interval_s=config.metering.flush_interval_s,
-                    heartbeat_s=config.metering.heartbeat_s, stale_after_s=config.metering.stale_after_s),
+                    heartbeat_s=config.metering.heartbeat_s, stale_after_s=config.metering.stale_after_s,
+                    refusals_max=config.logs.refusal_queue_max),
         upstreams=UpstreamPool(config, adapters),
         instance_id=instance_id,
         adapters=adapters,
@@ -110,7 +113,7 @@ def collect_routes(pm: pluggy.PluginManager, gateway: Gateway) -> list[BaseRoute
 
 def core_routes() -> list[BaseRoute]:
     return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
-            *admin_routes(), *admin_ops_routes()]
+            *admin_routes(), *admin_ops_routes(), *usage_routes()]
 
 
 @documented("Health check", public=True)
@@ -146,6 +149,10 @@ def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
             stack.push_async_callback(gateway.auth.stop)
             await gateway.meter.start()
             stack.push_async_callback(gateway.meter.stop)
+            retention = LogRetention(gateway.storage, gateway.config.logs, gateway.instance_id)
+            gateway.extensions[RETENTION] = retention
+            retention.start()
+            stack.push_async_callback(retention.stop)
             await gateway.upstreams.start()
             stack.push_async_callback(gateway.upstreams.stop)
             # Shutdown hooks run first on the way out; registered before startup hooks run so

@@ -34,6 +34,7 @@ from starlette.types import Receive, Scope, Send
 from gateway.relay.families import FamilyRegistry, render_default_error
 from gateway.relay.offload import check_elements
 from gateway.runtime.errors import GatewayError, InvalidRequest
+from gateway.runtime.observe import note_error
 from gateway.wire.decode import decode_body  # re-exported: the one field-naming decoder
 from gateway.wire.json_shape import ElementTally
 
@@ -200,6 +201,7 @@ def error_response(family: str, err: GatewayError, request: Request | None = Non
     The request id header is added by the middleware."""
     families = families_of(request) if request is not None else None
     body = families.render(family, err) if families is not None else render_default_error(err)
+    note_error(err.code)
     return Response(body, status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
 
@@ -208,6 +210,7 @@ def path_error_response(request: Request, err: GatewayError) -> Response:
     families = families_of(request)
     path = request.url.path
     body = families.render_for_path(path, err) if families is not None else render_default_error(err)
+    note_error(err.code)
     return Response(body, status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
 

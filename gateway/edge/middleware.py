@@ -20,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -32,6 +33,7 @@ from gateway.accounts.keys import Network, client_ip_from, parse_networks
 from gateway.accounts.ratelimit_headers import rate_headers
 from gateway.edge.deadlines import BodyDeadlineMiddleware
 from gateway.edge.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
+from gateway.edge.refusals import is_refusal, refusal_row
 from gateway.relay.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.runtime.errors import (
     GatewayError,
@@ -40,9 +42,21 @@ from gateway.runtime.errors import (
     RequestTooLarge,
     ServiceUnavailable,
 )
-from gateway.runtime.observe import STATE_KEY, HttpStats, call_fields, close_scope, http_stats, open_scope
+from gateway.runtime.observe import (
+    STATE_KEY,
+    HttpStats,
+    RequestScope,
+    call_fields,
+    close_scope,
+    http_stats,
+    note_error,
+    open_scope,
+)
 from gateway.runtime.secrets_scrub import SecretScrubber, redact_query
 from gateway.settings.config import Config
+
+if TYPE_CHECKING:
+    from gateway.runtime.context import Gateway
 
 access_log = logging.getLogger("gateway.access")
 
@@ -69,9 +83,11 @@ class EdgeMiddleware:
       a body deadline asks for ``Connection: close`` (``gateway.edge.deadlines``);
     * the /metrics counters (``HttpStats``): every request by method, route template
       (``unmatched`` for a path no route knows) and status, refusals included, and those in flight;
+    * the request-log row of a refused request that made no metered call (``gateway.edge.refusals``,
+      CONTRACT 6a), queued once the answer is sent;
     * the access log (when on): one JSON line after the response ended, so it never delays it:
       method, path (credentials redacted), status, duration, request id, client IP and the fields
-      of the metered call;
+      of the metered call or refusal (model, key name, stream flag, time to first byte, error code);
     * the one exception layer: an exception that escaped the route is answered in the envelope
       of the family that owns the path (the router's 404 and 405 as ``not_found`` and
       ``method_not_allowed``, through ``gateway_handle_exception`` for anything that is not a
@@ -88,12 +104,14 @@ class EdgeMiddleware:
         self.trusted = tuple(trusted_proxies)
         self._stats: HttpStats | None = None  # the app's, found on the first request
         self._scrubber: SecretScrubber | None = None  # of the app's config, made on the first request
+        self._gateway: Gateway | None = None  # the app's, found on the first request
 
     def _http_stats(self, scope: Scope) -> HttpStats:
         if self._stats is None:
             gateway = getattr(getattr(scope.get("app"), "state", None), "gateway", None)
             if gateway is None:  # a bare app (unit test): counted nowhere
                 return HttpStats()
+            self._gateway = gateway
             self._stats = http_stats(gateway)
             self._scrubber = SecretScrubber.of_config(gateway.config)
         return self._stats
@@ -147,6 +165,8 @@ class EdgeMiddleware:
             route = getattr(scope.get("route"), "path", None)
             stats.observe(scope["method"], route if isinstance(route, str) else "unmatched", status or 499)
             close_scope(token)
+            if is_refusal(status or 499, scope["path"], request_scope):
+                self._log_refusal(scope, request_scope, status, started)
             if self.access_log_on and access_log.isEnabledFor(logging.INFO):
                 access_log.info(orjson.dumps({
                     "method": scope["method"],
@@ -157,6 +177,15 @@ class EdgeMiddleware:
                     "client_ip": self._client_ip(scope),
                     **call_fields(scope),  # model, key, user, upstream, tokens, cost, outcome of its call
                 }).decode())
+
+    def _log_refusal(self, scope: Scope, request_scope: RequestScope, status: int, started: float) -> None:
+        """Queue the refused request's row; it also becomes the access-log line's record."""
+        if self._gateway is None:  # a bare app (unit test): no meter
+            return
+        row = refusal_row(request_scope, path=scope["path"], status=status, started=started,
+                          client_ip=self._client_ip(scope), families=self.families)
+        request_scope.record = row
+        self._gateway.meter.refused(row)
 
     async def _guard(self, exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
         response: Response
@@ -195,6 +224,7 @@ def routing_error(scope: Scope, exc: HTTPException) -> GatewayError:
 
 
 def _envelope(families: FamilyRegistry, path: str, err: GatewayError) -> Response:
+    note_error(err.code)
     return Response(families.render_for_path(path, err), status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
 

@@ -14,23 +14,36 @@ from __future__ import annotations
 
 from collections import defaultdict
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from starlette.types import Scope
 
+from gateway.accounts.ratelimit_verdict import Verdict
+
 if TYPE_CHECKING:
-    from gateway.accounts.ratelimit import Verdict
-    from gateway.accounts.records import RequestLog
-    from gateway.runtime.context import Gateway
-    from gateway.runtime.secrets_scrub import SecretScrubber
+    from gateway.accounts.records import KeyRecord, RequestLog, UserRecord
 
 MAX_ROUTES = 200  # distinct route labels kept; later ones are counted as "other"
 EXTENSION = "http_stats"
 STATE_KEY = "observe"  # scope["state"][STATE_KEY]: the request's RequestScope (for the access log)
 
 
+class TextScrubber(Protocol):
+    """What the scope needs of a ``gateway.runtime.secrets_scrub.SecretScrubber``, which reads the
+    scope (``scrub_secrets``) and so cannot be imported here."""
+
+    def scrub(self, text: str) -> str: ...
+
+
+class HasExtensions(Protocol):
+    """The running gateway (``gateway.runtime.context.Gateway``) as far as its counters go."""
+
+    extensions: dict[str, object]
+
+
 class RequestScope:
-    __slots__ = ("close_connection", "group", "record", "request_id", "scrubber", "verdict")
+    __slots__ = ("close_connection", "error_code", "group", "key", "model", "record", "request_id",
+                 "scrubber", "user", "verdict")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
@@ -42,7 +55,13 @@ class RequestScope:
         self.close_connection = False
         # The secrets of the serving gateway's config, scrubbed from upstream text relayed to the
         # client (``gateway.runtime.secrets_scrub.scrub_secrets``); set by ``EdgeMiddleware``.
-        self.scrubber: SecretScrubber | None = None
+        self.scrubber: TextScrubber | None = None
+        # What a refused request's log row names (``gateway.edge.refusals``): the code of the error
+        # it was answered with, and the caller and model once known.
+        self.error_code: str | None = None
+        self.key: KeyRecord | None = None
+        self.user: UserRecord | None = None
+        self.model: str | None = None
 
 
 _SCOPE: ContextVar[RequestScope | None] = ContextVar("gateway_request_scope", default=None)
@@ -63,6 +82,27 @@ def note_call(record: RequestLog, group: str) -> None:
     if scope is not None:
         scope.record = record
         scope.group = group
+
+
+def note_error(code: str) -> None:
+    """The error code a request is being answered with (its refusal row and access-log line)."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.error_code = code
+
+
+def note_caller(key: KeyRecord | None, user: UserRecord | None) -> None:
+    """Who is calling, once the credential named a key (or a user token its user)."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.key, scope.user = key, user
+
+
+def note_model(model: str) -> None:
+    """The model a request asks for, once read."""
+    scope = _SCOPE.get()
+    if scope is not None:
+        scope.model = model
 
 
 def current_scope() -> RequestScope | None:
@@ -101,7 +141,7 @@ class HttpStats:
         self.requests[(method, self.route_label(route), str(status))] += 1
 
 
-def http_stats(gateway: Gateway) -> HttpStats:
+def http_stats(gateway: HasExtensions) -> HttpStats:
     """The app's HttpStats (made on first use; per process, like every counter of /metrics)."""
     stats = gateway.extensions.get(EXTENSION)
     if not isinstance(stats, HttpStats):
@@ -111,12 +151,15 @@ def http_stats(gateway: Gateway) -> HttpStats:
 
 
 def call_fields(scope: Scope) -> dict[str, object]:
-    """The access-log fields of the request's metered call (none when it made no call)."""
+    """The access-log fields of the request's metered call or refusal row (none for other requests)."""
     request_scope = scope.get("state", {}).get(STATE_KEY)
     record = request_scope.record if isinstance(request_scope, RequestScope) else None
     if record is None:
         return {}
-    return {"model": record.model, "key_id": record.key_id, "user_id": record.user_id,
-            "upstream": record.upstream, "attempts": record.attempts, "prompt_tokens": record.prompt_tokens,
-            "completion_tokens": record.completion_tokens, "cost_usd": round(record.charge_nano / 1e9, 9),
-            "outcome": record.outcome}
+    return {"model": record.model or None, "key_id": record.key_id or None,
+            "key_name": record.token_name or None, "user_id": record.user_id or None,
+            "stream": record.is_stream, "upstream": record.upstream,
+            "attempts": record.attempts, "first_byte_ms": record.first_byte_ms,
+            "prompt_tokens": record.prompt_tokens, "completion_tokens": record.completion_tokens,
+            "cost_usd": round(record.charge_nano / 1e9, 9), "outcome": record.outcome,
+            "error_code": record.error_code}

@@ -187,6 +187,15 @@ class LoggingConfig(_Section):
     level: str = "INFO"
 
 
+class LogsConfig(_Section):
+    """The request log's retention (``gateway.accounts.metering.retention``) and refusal rows."""
+
+    retain_days: Annotated[float, msgspec.Meta(ge=0)] = 90.0  # raw rows kept; 0 keeps them for ever
+    prune_batch: Annotated[int, msgspec.Meta(ge=1, le=100_000)] = 1000  # rows deleted per transaction
+    prune_interval_s: Annotated[float, msgspec.Meta(gt=0)] = 600.0  # between two rounds of pruning
+    refusal_queue_max: Annotated[int, msgspec.Meta(ge=0)] = 10_000  # refusal rows waiting at most
+
+
 class Config(_Section, dict=True):
     listen: Listen = msgspec.field(default_factory=Listen)
     database: str = "sqlite:///./data/gateway.db"
@@ -203,6 +212,7 @@ class Config(_Section, dict=True):
     metering: MeteringConfig = msgspec.field(default_factory=MeteringConfig)
     ratelimit: RateLimitConfig = msgspec.field(default_factory=RateLimitConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+    logs: LogsConfig = msgspec.field(default_factory=LogsConfig)
     trusted_proxies: list[str] = []  # IPs/CIDRs whose X-Forwarded-For is believed
 
     @cached_property

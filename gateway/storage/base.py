@@ -39,6 +39,7 @@ from gateway.storage.rows import (
     UnchargedEntry,
     UserChanges,
 )
+from gateway.storage.usage_rows import PruneStep, UsageQuery, UsageRow
 
 
 class StorageUnavailable(ServiceUnavailable):
@@ -183,6 +184,20 @@ class Storage(ABC):
 
     @abstractmethod
     async def daily_costs(self, key_id: int, start_ts: int, end_ts: int) -> list[DailyCost]: ...
+
+    async def usage_rows(self, query: UsageQuery) -> list[UsageRow]:
+        """Sums of the request log's roll-ups per span and ``query.group_by`` value
+        (``gateway.storage.sql_usage``)."""
+        raise NotImplementedError
+
+    async def prune_logs(self, cutoff: float, holder: str, batch: int, lease_s: float) -> PruneStep:
+        """One retention step: delete up to ``batch`` of the oldest request-log rows older than
+        the hour of ``cutoff``, while ``holder`` holds the pruning lease (roll-ups stay)."""
+        raise NotImplementedError
+
+    async def release_prune_lease(self, holder: str) -> None:
+        """Give the pruning lease up (at shutdown), so another process may take it at once."""
+        raise NotImplementedError
 
     # --- change notification for caches in other processes -----------------------------------
     @abstractmethod

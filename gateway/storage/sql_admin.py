@@ -10,23 +10,19 @@ version in the same transaction.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import msgspec
 
 from gateway.accounts.records import UserRecord
-from gateway.storage import sql_money as m
 from gateway.storage.rows import (
-    DailyCost,
-    LogFilter,
-    LogPage,
     NameTaken,
     SoftLimitCrossing,
     TaskRecord,
     UserChanges,
 )
-from gateway.storage.sql_common import _LIVE, _USER_COLUMNS, SqlStorage, Tx, _user
+from gateway.storage.sql_common import _LIVE, _USER_COLUMNS, Tx, _user
 from gateway.storage.sql_tasks import TASK_COLUMNS, task_from_row
+from gateway.storage.sql_usage import SqlUsage
 
 _ADJUST_LEDGER = """INSERT INTO ledger
 (ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano, note)
@@ -36,26 +32,8 @@ _USER_FIELDS = {"name": "name", "group": "user_group", "enabled": "enabled",
 _NAME_IN_USE = f"SELECT 1 AS one FROM users WHERE name = ? AND id <> ? AND {_LIVE}"
 
 
-def log_where(where: LogFilter) -> tuple[str, list[Any]]:
-    """The WHERE clause (never empty) and its arguments for a log filter."""
-    clauses = ["1 = 1"]
-    args: list[Any] = []
-    for column, value in (("user_id", where.user_id), ("key_id", where.key_id), ("model", where.model),
-                          ("status", where.status), ("request_id", where.request_id)):
-        if value is not None:
-            clauses.append(f"{column} = ?")
-            args.append(value)
-    if where.since is not None:
-        clauses.append("created_at >= ?")
-        args.append(float(where.since))
-    if where.until is not None:
-        clauses.append("created_at < ?")
-        args.append(float(where.until))
-    return " AND ".join(clauses), args
-
-
-class SqlAdmin(SqlStorage):
-    """``SqlStorage`` plus the user-administration methods of ``Storage``."""
+class SqlAdmin(SqlUsage):
+    """``SqlUsage`` plus the user-administration methods of ``Storage``."""
 
     async def update_user(self, user_id: int, changes: UserChanges) -> UserRecord | None:
         sets = {_USER_FIELDS[f]: v for f, v in msgspec.structs.asdict(changes).items()
@@ -130,25 +108,6 @@ class SqlAdmin(SqlStorage):
             return _user(rows[0])
 
         return await self._write(fn)
-
-    async def query_logs(self, where: LogFilter, page: int, page_size: int) -> LogPage:
-        page, page_size = max(page, 1), max(page_size, 1)
-        clause, args = log_where(where)
-        async with self._snapshot() as tx:
-            counted = await tx.fetchall(f"SELECT COUNT(*) AS n FROM request_logs WHERE {clause}", args)
-            rows = await tx.fetchall(
-                f"SELECT {', '.join(m.LOG_FIELDS)} FROM request_logs WHERE {clause} "
-                "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-                (*args, page_size, (page - 1) * page_size))
-        return LogPage(items=[m.log_from_row(r) for r in rows], total=counted[0]["n"])
-
-    async def user_daily_costs(self, user_id: int, start_ts: int, end_ts: int) -> list[DailyCost]:
-        day = self.dialect.day.replace("{col}", "created_at")
-        rows = await self._fetch(
-            f"SELECT {day} AS day, model, CAST(SUM(charge_nano) AS BIGINT) AS cost FROM request_logs "
-            "WHERE user_id = ? AND created_at >= ? AND created_at < ? GROUP BY 1, 2 ORDER BY 1, 2",
-            (user_id, float(start_ts), float(end_ts)))
-        return [DailyCost(day=r["day"], model=r["model"], cost_nano=r["cost"]) for r in rows]
 
     async def user_tasks(self, user_id: int, page: int, page_size: int) -> tuple[list[TaskRecord], int]:
         page, page_size = max(page, 1), max(page_size, 1)

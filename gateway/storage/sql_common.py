@@ -293,8 +293,7 @@ class SqlStorage(SqlDocuments, SqlIdempotency, SqlTaskStore, Storage):
                 closed += await m.close_from_leases(tx, carved)
             await m.book_closures(tx, closed, count_requests=True, release_kind="release",
                                   uncounted=returns)
-            if logs:
-                await tx.executemany(m.INSERT_LOG, [m.log_row(log) for log in logs])
+            await m.insert_logs(tx, logs)
 
         await self._write(fn)
 
@@ -347,8 +346,7 @@ class SqlStorage(SqlDocuments, SqlIdempotency, SqlTaskStore, Storage):
     # --- request log and usage ------------------------------------------------------------------
     async def write_logs(self, logs: Sequence[RequestLog]) -> None:
         if logs:
-            rows = [m.log_row(log) for log in logs]
-            await self._write(lambda tx: tx.executemany(m.INSERT_LOG, rows))
+            await self._write(lambda tx: m.insert_logs(tx, logs))
 
     async def log_page(self, user_id: int, page: int, page_size: int) -> LogPage:
         page, page_size = max(page, 1), max(page_size, 1)

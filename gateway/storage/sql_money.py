@@ -20,6 +20,7 @@ import msgspec
 from gateway.accounts.records import RequestLog
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
+from gateway.storage.sql_rollup import add_to_rollups
 
 log = logging.getLogger(__name__)
 Row = Mapping[str, Any]  # sqlite3.Row and asyncpg.Record both index by column name
@@ -69,6 +70,14 @@ def log_row(log: RequestLog, charge_nano: int | None = None) -> tuple[Any, ...]:
     if charge_nano is not None:
         row = (*row[:_CHARGE_AT], charge_nano, *row[_CHARGE_AT + 1:])
     return row
+
+
+async def insert_logs(tx: Tx, logs: Sequence[RequestLog]) -> None:
+    """Write request-log rows and add them to the roll-ups (``sql_rollup``), in ``tx``: the one
+    way rows enter the request log."""
+    if logs:
+        await tx.executemany(INSERT_LOG, [log_row(log) for log in logs])
+        await add_to_rollups(tx, logs)
 
 
 def log_from_row(row: Row) -> RequestLog:
@@ -325,7 +334,7 @@ async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | No
     await tx.executemany(_BOOK_KEY, [(*v, i) for i, v in sorted(keys.items())])
     extra = await _charge_excess(tx, closed, excess) if any(excess) else [0] * len(closed)
     ledger: list[tuple[Any, ...]] = []
-    logs: list[tuple[Any, ...]] = []
+    logs: list[RequestLog] = []
     ts = time.time()
     for (row, _, log), held, over, taken in zip(closed, helds, excess, extra, strict=True):
         amount, user_id, key_id = row["amount_nano"], row["user_id"], row["key_id"]
@@ -337,10 +346,9 @@ async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | No
         if log is not None:
             log.charge_nano = charged
             log.uncharged_nano = over - taken
-            logs.append(log_row(log))
+            logs.append(log)
     await tx.executemany(INSERT_LEDGER_UNCHARGED, ledger)
-    if logs:
-        await tx.executemany(INSERT_LOG, logs)
+    await insert_logs(tx, logs)
 
 
 async def _charge_excess(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | None]],

@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.metrics_text import value
+
 CHAT = {"model": "sim-chat", "max_tokens": 20, "messages": [{"role": "user", "content": "hello"}]}
 
 
@@ -47,10 +49,11 @@ async def test_access_log_line_carries_the_call(gw: Any, caplog: pytest.LogCaptu
                                                                   usage["completion_tokens"])
     assert line["outcome"] == "success" and line["cost_usd"] > 0
     assert row["request_id"] == rid
-    # a refusal has no call: the line has no call fields
+    # a refusal made no call: its line names the error code, and no key or model (none was valid)
     refused = await gw.request("POST", "/v1/chat/completions", json=CHAT, key="sk-" + "x" * 40)
     line = next(x for x in access_lines(caplog) if x["request_id"] == refused.headers["X-Service-Request-Id"])
-    assert line["status"] == 401 and "model" not in line
+    assert line["status"] == 401 and line["error_code"] == "invalid_api_key"
+    assert line["model"] is None and line["key_name"] is None and line["outcome"] == "client_error"
 
 
 @pytest.mark.parametrize(("upstream", "stream", "reason"), [
@@ -105,11 +108,7 @@ async def test_a_cut_stream_is_a_warning(gateway_server: Any, make_config: Any, 
 
 
 def sample(metrics: str, name: str, **labels: str) -> float:
-    want = "{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else ""
-    for line in metrics.splitlines():
-        if line.startswith(name + want + " "):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no sample {name}{want}")
+    return value(metrics, name, **labels)
 
 
 async def test_metrics_count_every_request_spend_in_flight_and_ttft(gw: Any) -> None:
@@ -130,7 +129,9 @@ async def test_metrics_count_every_request_spend_in_flight_and_ttft(gw: Any) -> 
     assert sample(metrics, "gateway_requests_in_flight") == 1  # this scrape
     rows = (await gw.admin("GET", f"/admin/logs?key_id={gw.key_record['id']}")).json()["data"]
     spent = sum(row["charge_nano"] for row in rows)
-    assert len(rows) == 2 and spent > 0
+    # the two calls, and the key's refused model lookup (CONTRACT 6a)
+    assert sorted((row["status"], row["error_code"]) for row in rows) == [
+        (200, None), (200, None), (404, "model_not_found")] and spent > 0
     assert sample(metrics, "gateway_spend_usd_total", model="sim-chat", group="default") == pytest.approx(
         spent / 1e9, abs=1e-9)
     assert sample(metrics, "gateway_time_to_first_token_seconds_count", model="sim-chat") == 1

@@ -45,7 +45,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from gateway.accounts.metering.quota_leases import IDLE_RETURN_S, QuotaLeases, as_shown
-from gateway.accounts.metering.writer import BatchWriter
+from gateway.accounts.metering.writer import REFUSALS_MAX, BatchWriter
 from gateway.accounts.money import nano_to_usd
 from gateway.accounts.records import KeyRecord, Principal, RequestLog, UserRecord
 from gateway.runtime.errors import InsufficientQuota, InvalidApiKey
@@ -61,14 +61,16 @@ class Meter:
     def __init__(self, storage: Storage, instance_id: str,
                  on_finished: Callable[[RequestLog], None] | None = None, *,
                  batch_max: int = 256, flush_interval_s: float = 0.005,
-                 heartbeat_s: float = 2.0, stale_after_s: float = 10.0) -> None:
+                 heartbeat_s: float = 2.0, stale_after_s: float = 10.0,
+                 refusals_max: int = REFUSALS_MAX) -> None:
         self.storage = storage
         self.instance_id = instance_id
         self.on_finished = on_finished
         self.heartbeat_s = heartbeat_s
         self.stale_after_s = stale_after_s
         self._writer = BatchWriter(storage, batch_max=batch_max, flush_interval_s=flush_interval_s,
-                                   probe=self._heartbeat, on_uncharged=self._uncharged)
+                                   probe=self._heartbeat, on_uncharged=self._uncharged,
+                                   refusals_max=refusals_max)
         # Calls whose cost could not be charged in full, and how much (``gateway_uncharged_*``).
         self.uncharged_calls = 0
         self.uncharged_nano = 0
@@ -242,6 +244,16 @@ class Meter:
                 self.on_finished(log)
             except Exception:
                 logger.exception("on_finished subscriber failed for %s", log.request_id)
+
+    def refused(self, log: RequestLog) -> None:
+        """Queue the request log of a call refused before anything was held (CONTRACT 6a), in the
+        writer's bounded refusal queue (``writer.py``: dropped and counted when full)."""
+        self._writer.put_refusal(log)
+
+    @property
+    def refusals_dropped(self) -> int:
+        """Refusal rows not written because their queue was full."""
+        return self._writer.refusals_dropped
 
     def _uncharged(self, log: RequestLog) -> None:
         self.uncharged_calls += 1

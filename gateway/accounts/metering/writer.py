@@ -6,6 +6,13 @@ fails too) the batch is retried with exponential backoff, logged each time, for 
 takes. When the database works but refuses the batch, the batch is split until the refused item is
 alone; that item is written with its request log scrubbed, else without the log, else given up
 with an error that names it, so one bad item cannot hold back the others.
+
+Refusals (calls refused before any money was held: a bad key, a bad body, an unknown model) come
+in by ``put_refusal`` into a queue of their own, bounded by ``refusals_max``: each batch takes up
+to ``batch_max`` of them beside up to ``batch_max`` settlements, so a flood of unauthenticated
+refusals neither grows memory without bound nor holds the money back. A refusal that finds its
+queue full is not written (its access-log line still is) and is counted in ``refusals_dropped``
+(``gateway_refusal_logs_dropped_total``), with one WARNING per flood.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ Item = Settlement | RequestLog
 _SPLIT_AFTER = 3  # failed attempts of a batch before it is split
 _BACKOFF_FIRST_S = 0.05
 _BACKOFF_MAX_S = 5.0
+REFUSALS_MAX = 10_000  # refusal rows waiting for a batch at most (``logs.refusal_queue_max``)
 
 
 def _request_id(item: Item) -> str:
@@ -39,7 +47,8 @@ def _request_id(item: Item) -> str:
 class BatchWriter:
     def __init__(self, storage: Storage, *, batch_max: int = 256, flush_interval_s: float = 0.005,
                  probe: Callable[[], Awaitable[object]] | None = None,
-                 on_uncharged: Callable[[RequestLog], None] | None = None) -> None:
+                 on_uncharged: Callable[[RequestLog], None] | None = None,
+                 refusals_max: int = REFUSALS_MAX) -> None:
         """``probe`` is a cheap write that tells whether the database works at all (default: a
         read of the auth version). ``on_uncharged`` is told, once committed, of each settled call
         whose cost could not be charged in full."""
@@ -53,21 +62,47 @@ class BatchWriter:
         self._queue: deque[Item] = deque()
         self._queued = 0  # items ever put
         self._committed = 0  # items ever handled: committed, or given up loudly (in queue order)
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters: list[tuple[tuple[int, int], asyncio.Future[None]]] = []
         self._wake = asyncio.Event()  # something is queued
         self._hurry = asyncio.Event()  # commit now: batch full, flush or stop
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._written: set[int] = set()  # ids of the current batch's items already committed
+        # Refusal rows, in a queue of their own with its own counters (see the module docstring).
+        self._refusals: deque[RequestLog] = deque()
+        self._refusals_max = max(refusals_max, 0)
+        self._refusals_queued = 0
+        self._refusals_committed = 0
+        self.refusals_dropped = 0
+        self._dropping = False  # a flood is being dropped (warned once until the queue has room)
 
     @property
     def pending(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._refusals)
 
     @property
     def behind(self) -> bool:
         """Something put is not committed yet (queued, or in the batch being written)."""
-        return self._committed < self._queued
+        return self._committed < self._queued or self._refusals_committed < self._refusals_queued
+
+    def put_refusal(self, entry: RequestLog) -> bool:
+        """Queue the request log of a refused call; False (counted, not written) when the refusal
+        queue is full."""
+        if len(self._refusals) >= self._refusals_max:
+            self.refusals_dropped += 1
+            if not self._dropping:
+                self._dropping = True
+                log.warning("refusal log queue full (%d rows): refusals are not written to the request "
+                            "log until it drains (counted in gateway_refusal_logs_dropped_total)",
+                            self._refusals_max)
+            return False
+        self._dropping = False
+        self._refusals.append(entry)
+        self._refusals_queued += 1
+        self._wake.set()
+        if len(self._refusals) >= self._batch_max:
+            self._hurry.set()
+        return True
 
     def put(self, item: Item) -> None:
         self._queue.append(item)
@@ -81,10 +116,13 @@ class BatchWriter:
             self._stopping = False
             self._task = asyncio.create_task(self._run(), name="meter-batch-writer")
 
+    def _done(self, target: tuple[int, int]) -> bool:
+        return self._committed >= target[0] and self._refusals_committed >= target[1]
+
     async def flush(self) -> None:
         """Return once everything put so far is committed."""
-        target = self._queued
-        if self._committed >= target:
+        target = (self._queued, self._refusals_queued)
+        if self._done(target):
             return
         if self._task is None:  # not running: commit here
             await self._drain_all()
@@ -108,6 +146,8 @@ class BatchWriter:
             await asyncio.wait_for(task, timeout_s)
         except TimeoutError:
             lost = [_request_id(i) for i in self._queue]
+            if self._refusals:
+                log.error("meter stopped with %d refusal logs unwritten", len(self._refusals))
             log.error("meter stopped with %d unwritten settlements/logs (request ids: %s); their "
                       "reservations will be released as crash_released at the next start",
                       len(lost), ", ".join(lost))
@@ -119,7 +159,7 @@ class BatchWriter:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
-            if not self._queue:
+            if not self._queue and not self._refusals:
                 self._wake.clear()
                 if self._stopping:
                     return
@@ -132,23 +172,28 @@ class BatchWriter:
             await self._commit_next()
 
     async def _drain_all(self) -> None:
-        while self._queue:
+        while self._queue or self._refusals:
             await self._commit_next()
 
     async def _commit_next(self) -> None:
         batch = [self._queue.popleft() for _ in range(min(len(self._queue), self._batch_max))]
-        if not self._queue:
+        refused: list[Item] = [self._refusals.popleft()
+                               for _ in range(min(len(self._refusals), self._batch_max))]
+        if not self._queue and not self._refusals:
             self._hurry.clear()
         self._written.clear()
         try:
-            await self._commit(batch)
+            await self._commit(batch + refused)
         except BaseException:  # cancelled (stop timed out): keep what is unwritten for the report
             self._queue.extendleft(reversed([i for i in batch if id(i) not in self._written]))
+            self._refusals.extendleft(reversed([i for i in refused if id(i) not in self._written
+                                                and isinstance(i, RequestLog)]))
             raise
         self._committed += len(batch)
+        self._refusals_committed += len(refused)
         still_waiting = []
         for target, future in self._waiters:
-            if self._committed >= target:
+            if self._done(target):
                 if not future.done():
                     future.set_result(None)
             else:
