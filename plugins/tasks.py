@@ -1,14 +1,13 @@
 """Runs the media-task engine (``gateway.tasks``) beside the app when any task family is installed:
 its poller and callback sender start with the app and stop before the upstream client closes. Also
-serves the result files of every family's tasks (``GET /v1/media/...``, ``gateway.tasks.routes``)."""
+serves the result files of every family's tasks (``GET /v1/media/...``, ``media_routes``)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.hooks.specs import hookimpl
-from gateway.runtime.context import Gateway
-from gateway.tasks import engine_of
+from gateway.api import Gateway, hookimpl
+from gateway.api.tasks import engine_of, media_routes
 
 if TYPE_CHECKING:
     from starlette.routing import BaseRoute
@@ -16,9 +15,7 @@ if TYPE_CHECKING:
 
 @hookimpl
 def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
-    from gateway.tasks.routes import routes
-
-    return routes()
+    return media_routes()
 
 
 @hookimpl

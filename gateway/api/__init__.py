@@ -9,6 +9,7 @@ third-party package imports (``make lint`` enforces it with import-linter, ``.im
   (upstream attempts, streams, off-loop work, token estimates, reasoning state);
 * ``gateway.api.tasks``: asynchronous task families and the task engine;
 * ``gateway.api.accounts``: users, keys, money, storage rows and admin views, for account plugins;
+* ``gateway.api.ops``: the statistics, outage and rate-limit state the metrics plugin reads;
 * ``gateway.api.testing``: a test kit for plugin authors.
 
 Every name here is a re-export: the implementation stays where it lives. ``API_VERSION`` follows

@@ -1,26 +1,21 @@
 """Users, keys and money, for plugins that serve accounts (the console, account and key endpoints,
-metrics): the records, the nano-USD helpers, the storage and its rows, the admin operations the
-admin API uses (with ``idempotent``, the ``Idempotency-Key`` wrapper of a mutation), and the rate
-limiter's state."""
+metrics): the records, the nano-USD helpers, the storage and its rows, and the admin operations
+the admin API uses (with ``idempotent``, the ``Idempotency-Key`` wrapper of a mutation)."""
 
 from __future__ import annotations
 
 from gateway.accounts.catalogue import Catalogue
 from gateway.accounts.money import NANO_PER_USD, TokenPrices, nano_to_usd, ratio_of, scaled_cost, unit_cost
-from gateway.accounts.ratelimit import EXTENSION as RATE_LIMIT_EXTENSION
-from gateway.accounts.ratelimit import RateLimiter, RedisBackend
 from gateway.accounts.records import KeyRecord, Outcome, Principal, RequestLog, UserRecord
 from gateway.admin.api import AdminOps, KeyCreate, KeyPatch
 from gateway.admin.api import _path_id as path_id
 from gateway.admin.idempotency import idempotent, user_caller
 from gateway.admin.ops import log_filter, log_json, paging
-from gateway.runtime.observe import group_of, http_stats
 from gateway.storage.base import Storage
 from gateway.storage.rows import DailyCost, Document, LogFilter, SoftLimitCrossing
 
 __all__ = [
     "NANO_PER_USD",
-    "RATE_LIMIT_EXTENSION",
     "AdminOps",
     "Catalogue",
     "DailyCost",
@@ -31,15 +26,11 @@ __all__ = [
     "LogFilter",
     "Outcome",
     "Principal",
-    "RateLimiter",
-    "RedisBackend",
     "RequestLog",
     "SoftLimitCrossing",
     "Storage",
     "TokenPrices",
     "UserRecord",
-    "group_of",
-    "http_stats",
     "idempotent",
     "log_filter",
     "log_json",

@@ -18,6 +18,7 @@ from gateway.tasks import (
 from gateway.tasks.download import relay
 from gateway.tasks.family import Phase
 from gateway.tasks.media import MediaItem, file_item
+from gateway.tasks.routes import routes as media_routes
 from gateway.tasks.upstream import (
     BearerTaskAdapter,
     TaskHttp,
@@ -42,6 +43,7 @@ __all__ = [
     "TaskRecord",
     "engine_of",
     "file_item",
+    "media_routes",
     "poll_each",
     "prorated_charge",
     "query_batch",
