@@ -40,6 +40,8 @@ import msgspec
 from gateway.accounts import softlimit
 from gateway.accounts.ratelimit_headers import rate_headers as rate_headers
 from gateway.accounts.ratelimit_headers import remember, retry_after
+from gateway.accounts.ratelimit_verdict import Verdict as Verdict
+from gateway.accounts.ratelimit_verdict import Window as Window
 from gateway.accounts.records import Principal, RequestLog
 from gateway.hooks.markers import hookimpl
 from gateway.runtime.errors import RateLimited, ServiceUnavailable
@@ -60,20 +62,6 @@ class Limits(msgspec.Struct, frozen=True):
     rpm: int | None = None
     tpm: int | None = None
 
-
-class Window(msgspec.Struct, frozen=True):
-    """One limit as the ``x-ratelimit-*`` headers show it after a check."""
-
-    limit: int
-    remaining: int
-    reset_s: float  # until the oldest use counted in the window leaves it
-
-
-class Verdict(msgspec.Struct, frozen=True):
-    allowed: bool
-    retry_after_s: float = 0.0  # refused: until enough of the window has passed
-    requests: Window | None = None
-    tokens: Window | None = None
 
 
 def limits_for(gateway: Gateway, principal: Principal) -> Limits:

@@ -9,12 +9,9 @@ response answers the request, success or error.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
+from gateway.accounts.ratelimit_verdict import Verdict
 from gateway.runtime.observe import current_scope
-
-if TYPE_CHECKING:
-    from gateway.accounts.ratelimit import Verdict
 
 
 def retry_after(verdict: Verdict) -> int:
