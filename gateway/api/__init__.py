@@ -32,7 +32,7 @@ from gateway.edge.http import (
     request_id,
 )
 from gateway.edge.openapi import JSON, MULTIPART, build_document, documented
-from gateway.hooks.specs import hookimpl
+from gateway.hooks.markers import hookimpl
 from gateway.relay.call import ClientCall
 from gateway.relay.families import (
     BEARER,

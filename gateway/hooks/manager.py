@@ -8,12 +8,13 @@ entry-point group.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 import pluggy
 
 from gateway.hooks import specs as hookspecs
-from gateway.relay.families import FamilyRegistry, WireFamily
+from gateway.relay.families import FamilyRegistry
 
 if TYPE_CHECKING:
     from gateway.relay.translation import ProtocolAdapter
@@ -56,20 +57,26 @@ def make_plugin_manager(*, load_entrypoints: bool = True,
     return pm
 
 
+# The one precedence rule of what plugins contribute by name (a family, an upstream protocol's
+# adapter): the last registered wins. Built-ins register first, then the entry points, then a
+# caller's extra plugins, so a plugin replaces a built-in of the same name. (Routes are Starlette's
+# table: the first match serves, and the built-ins come first.)
+T = TypeVar("T")
+
+
+def in_registration_order(answers: list[list[T] | None]) -> Iterator[T]:
+    """Every item of a hook's answers, the first registered plugin's first (pluggy answers the
+    last-registered first)."""
+    for answer in reversed(answers):
+        yield from answer or ()
+
+
 def collect_families(pm: pluggy.PluginManager) -> FamilyRegistry:
-    """Every plugin's wire families. pluggy answers last-registered first; walking its answers
-    backwards registers built-ins first, and on a name clash the first registered one stays."""
-    families: list[WireFamily] = []
-    for answer in reversed(pm.hook.gateway_families()):
-        families.extend(answer or ())
-    return FamilyRegistry(families)
+    """Every plugin's wire families; of two with one name, the last registered."""
+    return FamilyRegistry(in_registration_order(pm.hook.gateway_families()))
 
 
 def collect_adapters(pm: pluggy.PluginManager) -> dict[str, ProtocolAdapter]:
-    """One adapter per upstream protocol; walking pluggy's answers backwards lets a later plugin's
-    adapter replace a built-in one."""
-    adapters: dict[str, ProtocolAdapter] = {}
-    for answer in reversed(pm.hook.gateway_upstream_adapters()):
-        for adapter in answer or ():
-            adapters[adapter.protocol] = adapter
-    return adapters
+    """One adapter per upstream protocol: of two for one protocol, the last registered."""
+    adapters = in_registration_order(pm.hook.gateway_upstream_adapters())
+    return {adapter.protocol: adapter for adapter in adapters}

@@ -43,7 +43,7 @@ def gateway_upstream_adapters() -> list[ProtocolAdapter]:
     protocol's wire request and its answers back into canonical form. Each declares its
     ``protocol`` (the values ``upstreams[].protocol`` may take) and its ``capabilities`` (the kinds
     of work routing may send it; "generate"/"embed" make it a text ``UpstreamAdapter``). One
-    adapter per protocol; a later-registered plugin's adapter wins."""
+    adapter per protocol; of two, the last registered wins (``gateway.hooks.manager``)."""
 
 
 @hookspec
@@ -86,7 +86,8 @@ def gateway_cli_commands(subparsers: argparse._SubParsersAction[Any]) -> None:
 def gateway_families() -> list[WireFamily]:
     """The client-facing wire families this plugin adds (``gateway.relay.families.WireFamily``): the
     paths each owns, where its caller's credential sits and which headers it requires, its error
-    envelope and its body limits. The core asks these; it names no family itself."""
+    envelope and its body limits. The core asks these; it names no family itself. Of two families
+    with one name, the last registered wins (``gateway.hooks.manager``)."""
 
 
 @hookspec

@@ -102,7 +102,7 @@ class FamilyRegistry:
     def __init__(self, families: Iterable[WireFamily]) -> None:
         self._by_name: dict[str, WireFamily] = {}
         for family in families:
-            self._by_name.setdefault(family.name, family)  # first registered wins (built-ins first)
+            self._by_name[family.name] = family  # the last wins (gateway.hooks.manager's rule)
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
