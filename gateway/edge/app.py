@@ -25,6 +25,7 @@ from gateway.accounts.metering.meter import Meter
 from gateway.accounts.metering.retention import RETENTION, LogRetention
 from gateway.accounts.records import RequestLog
 from gateway.admin.api import admin_routes
+from gateway.admin.manage import admin_manage_routes
 from gateway.admin.ops import admin_ops_routes
 from gateway.admin.usage import usage_routes
 from gateway.edge.http import json_response
@@ -113,7 +114,7 @@ def collect_routes(pm: pluggy.PluginManager, gateway: Gateway) -> list[BaseRoute
 
 def core_routes() -> list[BaseRoute]:
     return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
-            *admin_routes(), *admin_ops_routes(), *usage_routes()]
+            *admin_routes(), *admin_ops_routes(), *admin_manage_routes(), *usage_routes()]
 
 
 @documented("Health check", public=True)

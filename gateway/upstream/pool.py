@@ -137,6 +137,11 @@ class UpstreamPool:
         self._cool_until.pop(name, None)
         self.health.record(name, True, latency_ms)
 
+    def end_cooldown(self, name: str) -> bool:
+        """An operator's reset (``POST /admin/upstreams/{name}/reset``): ``name`` is tried in its
+        normal order again at once; False when it was not cooling down. This process only."""
+        return self._cool_until.pop(name, 0.0) > time.monotonic()
+
     def cooling_until(self, name: str) -> float | None:
         """Unix time at which ``name``'s cool-down ends; None when it is not cooling down."""
         left = self._cool_until.get(name, 0.0) - time.monotonic()

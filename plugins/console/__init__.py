@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.api import DEFAULT_FAMILY, Gateway, NotFound, documented, endpoint, hookimpl
-from plugins.console.views import console_logs, console_summary, console_tasks
+from plugins.console.views import console_logs, console_models, console_summary, console_tasks
 
 # Images, video and audio of media tasks come from wherever the upstream keeps them.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -62,4 +62,5 @@ def gateway_routes(gateway: Gateway) -> list[BaseRoute]:
         Route("/api/console/summary", console_summary, methods=["GET"]),
         Route("/api/console/logs", console_logs, methods=["GET"]),
         Route("/api/console/tasks", console_tasks, methods=["GET"]),
+        Route("/api/console/models", console_models, methods=["GET"]),
     ]

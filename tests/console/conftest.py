@@ -5,7 +5,7 @@
   installs the browser in ``.ci/run``).
 * ``console`` (function): opens pages of one gateway's console and fails the test on any console
   error, page error or failed request; ``shot(name)`` saves screenshots 1280 and 390 px wide under
-  ``tests/console/artifacts/``.
+  ``tests/console/screenshots/`` (gitignored).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest_asyncio
 CHROMIUM = os.environ.get("GATEWAY_TEST_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-ARTIFACTS = Path(__file__).parent / "artifacts"
+ARTIFACTS = Path(__file__).parent / "screenshots"
 WIDTHS = (1280, 390)
 
 

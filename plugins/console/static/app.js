@@ -2,8 +2,11 @@
 // Nothing secret ever goes into the URL: the credential is in sessionStorage (api.js).
 
 import * as admin from "./admin.js";
+import * as people from "./admin_users.js";
 import { api, session } from "./api.js";
 import { h, mount } from "./dom.js";
+import { playground } from "./playground.js";
+import { tasks } from "./tasks.js";
 import { errorBox } from "./ui.js";
 import * as user from "./user.js";
 
@@ -11,14 +14,16 @@ const USER_PAGES = {
   "/dashboard": ["Dashboard", user.dashboard],
   "/keys": ["API keys", user.keys],
   "/logs": ["Call log", user.logs],
-  "/tasks": ["Media tasks", user.tasks],
-  "/playground": ["Playground", user.playground],
+  "/tasks": ["Media tasks", tasks],
+  "/playground": ["Playground", playground],
 };
 const ADMIN_PAGES = {
-  "/admin/users": ["Users", admin.users],
+  "/admin/users": ["Users", people.users],
+  "/admin/keys": ["Keys", people.keys],
   "/admin/logs": ["Request log", admin.logs],
   "/admin/upstreams": ["Upstreams", admin.upstreams],
   "/admin/models": ["Models", admin.models],
+  "/admin/groups": ["Groups", admin.groups],
 };
 
 const app = () => document.getElementById("app");
@@ -77,6 +82,8 @@ function nav(pages, current, role) {
     } }, "Sign out"));
 }
 
+let lastPath = "";
+
 async function render() {
   const current = session.get();
   if (!current) {
@@ -90,6 +97,8 @@ async function render() {
     history.replaceState(null, "", `#${path}`);
   }
   nav(pages, path, current.role === "admin" ? "admin" : "user");
+  const navigated = path !== lastPath;
+  lastPath = path;
   // The page is built off-screen and shown only if no other page was asked for meanwhile, so a
   // slow answer for a page the user already left never covers the page they are on.
   const seq = ++renderSeq;
@@ -100,6 +109,9 @@ async function render() {
     if (seq !== renderSeq) return;
     mount(app(), root);
     document.title = `${pages[path][0]} · Model gateway console`;
+    // A new page: focus moves to its content (a screen reader starts there, Tab goes on from
+    // there), unless a dialog opened meanwhile or the same page only re-drew itself.
+    if (navigated && !document.querySelector("dialog[open]")) app().focus();
   } catch (error) {
     if (seq !== renderSeq) return;
     if (error.status === 401) {
@@ -112,4 +124,6 @@ async function render() {
 }
 
 window.addEventListener("hashchange", render);
+// The skip link focuses the content without touching the hash (the hash is the route).
+document.getElementById("skip").addEventListener("click", (event) => { event.preventDefault(); app().focus(); });
 render();

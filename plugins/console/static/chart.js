@@ -1,7 +1,20 @@
 // Small SVG charts of our own: vertical bars over time, horizontal bars by name. They scale to
-// their container (viewBox), label their axes, and give every bar a <title> tooltip.
+// their container (viewBox), label their axes, give every bar a <title> tooltip, carry their
+// title as their accessible name, and come with the same numbers as a table (under a disclosure)
+// for anyone who cannot see the drawing.
 
 import { h, s } from "./dom.js";
+
+/** The figure: caption, drawing and its numbers as a table. */
+function figure(title, svg, points, format) {
+  const data = h("details", { class: "chart-table" },
+    h("summary", {}, "Show as a table"),
+    h("table", {},
+      h("caption", { class: "sr-only" }, title),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Label"), h("th", { scope: "col", class: "num" }, "Value"))),
+      h("tbody", {}, points.map((p) => h("tr", {}, h("th", { scope: "row" }, p.label), h("td", { class: "num" }, format(p.value)))))));
+  return h("figure", { class: "chart-box" }, h("figcaption", {}, title), svg, data);
+}
 
 function niceMax(value) {
   if (value <= 0) return 1;
@@ -12,7 +25,8 @@ function niceMax(value) {
   return 10 * power;
 }
 
-/** points: [{label, value}]; format(value) -> text for the axis and tooltips. */
+/** points: [{label, value}]; title: what the chart shows (its name); format(value) -> text for
+ * the axis and tooltips. */
 export function barChart(points, { title, format, height = 180 } = {}) {
   const width = 640;
   const pad = { left: 64, right: 8, top: 12, bottom: 28 };
@@ -21,7 +35,7 @@ export function barChart(points, { title, format, height = 180 } = {}) {
   const plotH = height - pad.top - pad.bottom;
   const slot = plotW / Math.max(points.length, 1);
   const svg = s("svg", {
-    viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": title || "chart",
+    viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": title,
   });
   for (const fraction of [0, 0.5, 1]) {
     const y = pad.top + plotH * (1 - fraction);
@@ -44,7 +58,7 @@ export function barChart(points, { title, format, height = 180 } = {}) {
         point.label));
     }
   });
-  return h("figure", { class: "chart-box" }, title ? h("figcaption", {}, title) : null, svg);
+  return figure(title, svg, points, format);
 }
 
 /** rows: [{label, value}] drawn as labelled horizontal bars. */
@@ -55,7 +69,7 @@ export function hbarChart(rows, { title, format } = {}) {
   const height = Math.max(rows.length, 1) * rowH + 8;
   const max = Math.max(0, ...rows.map((r) => r.value)) || 1;
   const svg = s("svg", {
-    viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": title || "chart",
+    viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img", "aria-label": title,
   });
   if (!rows.length) {
     svg.append(s("text", { x: 8, y: 20, class: "axis" }, "No spending yet"));
@@ -70,5 +84,5 @@ export function hbarChart(rows, { title, format } = {}) {
       s("text", { x: labelW + Math.max(barW, 1) + 6, y: y + 17, class: "axis" }, format(row.value)),
     );
   });
-  return h("figure", { class: "chart-box" }, title ? h("figcaption", {}, title) : null, svg);
+  return figure(title, svg, rows, format);
 }
