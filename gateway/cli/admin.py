@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import msgspec
@@ -23,7 +23,7 @@ from gateway.accounts.metering.audit import format_problems, format_uncharged, r
 from gateway.admin.api import AdminOps, KeyCreate, KeyPatch, TopUp, UserCreate
 from gateway.edge.http import decode_body, new_request_id
 from gateway.runtime.errors import GatewayError
-from gateway.server.bootstrap import open_database
+from gateway.server.bootstrap import DatabaseOpenError, open_database
 from gateway.settings.config import DATABASE_KEYS, Config, ConfigError, load_config
 from gateway.settings.report import DEFAULT_CONFIG, print_config_errors
 
@@ -123,9 +123,18 @@ def _load(path: str) -> Config | None:
 def _command(operation: Operation) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         config = _load(args.config)
-        return 2 if config is None else asyncio.run(_run(config, operation, args))
+        return 2 if config is None else _on_database(_run(config, operation, args))
 
     return run
+
+
+def _on_database(main: Coroutine[Any, Any, int]) -> int:
+    """``main``'s exit code, or 1 with one line when the database cannot be opened."""
+    try:
+        return asyncio.run(main)
+    except DatabaseOpenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 async def _run(config: Config, operation: Operation, args: argparse.Namespace) -> int:
@@ -169,7 +178,7 @@ def _audit(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 2
-    return asyncio.run(_run_audit(config, args.json))
+    return _on_database(_run_audit(config, args.json))
 
 
 async def _run_audit(config: Config, as_json: bool) -> int:

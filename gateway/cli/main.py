@@ -17,7 +17,7 @@ from gateway.cli import admin_ops as cli_admin_ops
 from gateway.hooks.manager import collect_adapters, make_plugin_manager
 from gateway.server.serve import serve
 from gateway.server.servers import DEFAULT_SERVER, SERVERS
-from gateway.settings.config import ConfigError, load_config
+from gateway.settings.config import ConfigError, load_serving_config
 from gateway.settings.report import DEFAULT_CONFIG, print_config_errors
 
 
@@ -38,7 +38,7 @@ def _check_config(args: argparse.Namespace) -> int:
     # The upstream protocols that exist are those the installed plugins' adapters speak.
     protocols = collect_adapters(make_plugin_manager())
     try:
-        load_config(args.path, protocols)
+        load_serving_config(args.path, protocols)
     except ConfigError as exc:
         print_config_errors(exc)
         return 2

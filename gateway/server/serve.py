@@ -30,13 +30,14 @@ from starlette.applications import Starlette
 
 from gateway.server import servers
 from gateway.server.servers import DEFAULT_SERVER
-from gateway.settings.config import Config, ConfigError, SimulatorConfig, load_config
+from gateway.settings.config import Config, ConfigError, SimulatorConfig, load_config, load_serving_config
 from gateway.settings.report import print_config_errors
 
 CONFIG_ENV = "GATEWAY_CONFIG"
 # Handed to the simulator child: the token it answers in /healthz (to know it is ours).
 SIMULATOR_TOKEN_ENV = "GATEWAY_SIMULATOR_TOKEN"
-GRACEFUL_TIMEOUT_S = 10.0
+# Beyond ``shutdown_grace_s``: ending the streams still open, metering them, flushing the meter.
+SHUTDOWN_MARGIN_S = 10.0
 SIMULATOR_START_TIMEOUT_S = 20.0
 # Allocations between two collections of the youngest generation (Python's default: 700). A call
 # makes a few hundred objects that die when it ends; at 700 the collector ran several times per
@@ -81,6 +82,7 @@ def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
     config = load_config(config_path)
     configure_logging(config)
     app = create_app(config, extra_plugins=extra_plugins, load_entrypoints=load_entrypoints)
+    app.state.gateway.lifecycle.chain_signals = True  # a real server's SIGTERM begins the drain
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY)
@@ -90,11 +92,19 @@ def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
 def serve(config_path: str, host: str | None = None, port: int | None = None, workers: int = 1,
           server: str = DEFAULT_SERVER) -> int:
     from gateway.hooks.manager import collect_adapters, make_plugin_manager
-    from gateway.server.bootstrap import bootstrap, demo_banner, startup_summary
+    from gateway.server.bootstrap import (
+        DatabaseOpenError,
+        DemoCredentials,
+        bootstrap,
+        demo_banner,
+        example_model,
+        startup_summary,
+    )
 
     pm = make_plugin_manager()
+    adapters = collect_adapters(pm)
     try:  # an upstream protocol no installed adapter speaks is refused here, before anything starts
-        config = load_config(config_path, collect_adapters(pm))
+        config = load_serving_config(config_path, adapters)
     except ConfigError as exc:
         print_config_errors(exc)
         return 2
@@ -108,14 +118,21 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
         if (missing := servers.not_installed(server)) is not None:
             raise StartupError(missing)
         with simulator_child(config.simulator):
-            creds = asyncio.run(bootstrap(config))
-            if creds is not None:
-                print(demo_banner(creds, f"http://{_netloc(host, port)}"), flush=True)
+            first_start = asyncio.run(bootstrap(config))
+            if isinstance(first_start, DemoCredentials):
+                text = {name for name, adapter in adapters.items() if "generate" in adapter.capabilities}
+                model = example_model(config, text)
+                print(demo_banner(first_start, f"http://{_netloc(host, port)}", model), flush=True)
+            elif first_start is not None:
+                log.info("%s", first_start)
             log.info("%s", startup_summary(config, [name for name, _ in pm.list_name_plugin()],
                                            f"{server} on {_netloc(host, port)}"))
             # Every server, and every worker process, builds the app with worker_app() from this path.
             os.environ[CONFIG_ENV] = str(Path(config_path).resolve())
-            listen = servers.Listen(host, port, max(workers, 1), GRACEFUL_TIMEOUT_S,
+            # The server's own graceful timeout outlasts the gateway's grace, so that the gateway
+            # (gateway.runtime.lifecycle), not the server, ends the streams still open.
+            graceful_s = config.shutdown_grace_s + SHUTDOWN_MARGIN_S
+            listen = servers.Listen(host, port, max(workers, 1), graceful_s,
                                     servers.ServerLimits.of(config.limits), config.listen.backlog)
             try:
                 return servers.run(server, "gateway.server.serve:worker_app", listen)
@@ -123,7 +140,7 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
                 if exc.errno != errno.EADDRINUSE:
                     raise
                 raise StartupError(_port_taken(host, port)) from None
-    except StartupError as exc:
+    except (StartupError, DatabaseOpenError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -20,6 +20,8 @@ import yaml
 
 from gateway.runtime.optional_deps import missing_extra_errors
 from gateway.settings.checks import protocol_errors, semantic_errors
+from gateway.settings.decode import join as _join
+from gateway.settings.decode import read_yaml, value_errors
 
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -45,6 +47,12 @@ class SimulatorConfig(_Section):
 class BillingConfig(_Section):
     rmb_per_usd: float = 7.2
     demo_quota_usd: float = 100.0  # balance of the demo user made on first start
+
+
+class BootstrapConfig(_Section):
+    # The demo user (and its key, printed once) made on a first start with no users: None makes it
+    # only for a config that uses the simulator, where nobody would otherwise have a key to try.
+    demo_user: bool | None = None
 
 
 class GroupConfig(_Section):
@@ -203,6 +211,7 @@ class Config(_Section, dict=True):
     admin_key: str | None = None
     simulator: SimulatorConfig = msgspec.field(default_factory=SimulatorConfig)
     billing: BillingConfig = msgspec.field(default_factory=BillingConfig)
+    bootstrap: BootstrapConfig = msgspec.field(default_factory=BootstrapConfig)
     groups: dict[str, GroupConfig] = msgspec.field(default_factory=lambda: {"default": GroupConfig()})
     models: list[ModelConfig] = []
     tasks: TasksConfig = msgspec.field(default_factory=TasksConfig)
@@ -214,6 +223,9 @@ class Config(_Section, dict=True):
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     logs: LogsConfig = msgspec.field(default_factory=LogsConfig)
     trusted_proxies: list[str] = []  # IPs/CIDRs whose X-Forwarded-For is believed
+    # On SIGTERM, how long calls in flight may still run before open streams are ended with their
+    # family's error event (``gateway.runtime.lifecycle``).
+    shutdown_grace_s: Annotated[float, msgspec.Meta(ge=0, le=3600)] = 30.0
 
     @cached_property
     def models_by_id(self) -> dict[str, ModelConfig]:
@@ -266,54 +278,52 @@ def _interpolate_top(raw: dict[Any, Any], errors: list[str], env_needed_by: Coll
     return {key: _interpolate(value, str(key), errors if needed(key) else None) for key, value in raw.items()}
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-_MSGSPEC_PATH = re.compile(r" - at `\$(.*)`$")
-
-
-def _msgspec_error(exc: msgspec.ValidationError, prefix: str) -> str:
-    """``Expected `int`, got `str` - at `$.port``` -> ``listen.port: expected `int`, got `str```."""
-    text = str(exc)
-    match = _MSGSPEC_PATH.search(text)
-    sub = match.group(1) if match else ""
-    message = text[: match.start()] if match else text
-    unknown = re.match(r"Object contains unknown field `(.+)`", message)
-    if unknown:
-        sub = f"{sub}.{unknown.group(1)}"
-        message = "unknown key"
-    path = prefix + sub
-    path = path.lstrip(".") or "$"
-    return f"{path}: {message[:1].lower()}{message[1:]}"
-
-
-def _decode_sections(raw: dict[str, Any], errors: list[str]) -> dict[str, Any]:
-    """Validate each top-level key (and each list item) on its own so that all errors are found."""
+def _decode_sections(raw: dict[Any, Any], errors: list[str]) -> tuple[dict[str, Any], set[str]]:
+    """What of ``raw`` decodes, and the key paths that do not (their problems added to ``errors``,
+    every one of them: ``gateway.settings.decode``). A section that fails is left to its default and
+    a failed item of ``models`` or ``upstreams`` replaced by a stand-in (so later items keep their
+    index), so that the rules beyond the types still run on the rest of the file."""
     fields = {f.name: f.type for f in msgspec.structs.fields(Config)}
     good: dict[str, Any] = {}
+    failed: set[str] = set()
     for key, value in raw.items():
         if key not in fields:
             errors.append(f"{key}: unknown key")
             continue
-        if isinstance(value, list) and key in ("models", "upstreams"):
-            item_type = ModelConfig if key == "models" else UpstreamConfig
-            items_ok = True
-            for i, item in enumerate(value):
-                try:
-                    msgspec.convert(item, item_type, strict=False)
-                except msgspec.ValidationError as exc:
-                    errors.append(_msgspec_error(exc, f"{key}[{i}]"))
-                    items_ok = False
-            if items_ok:
-                good[key] = value
-            continue
-        try:
-            msgspec.convert({key: value}, Config, strict=False)
+        problems = value_errors(value, fields[key], key)
+        errors += problems
+        if not problems:
             good[key] = value
-        except msgspec.ValidationError as exc:
-            errors.append(_msgspec_error(exc, ""))
-    return good
+        elif key in _STAND_INS and isinstance(value, list):
+            item_type, stand_in = _STAND_INS[key]
+            good[key] = []
+            for i, item in enumerate(value):
+                if value_errors(item, item_type, ""):
+                    failed.add(f"{key}[{i}]")
+                    item = stand_in(i, item)
+                good[key].append(item)
+        else:
+            failed.add(key)
+    return good, failed
+
+
+def _model_stand_in(i: int, item: Any) -> dict[str, Any]:
+    model_id = item.get("id") if isinstance(item, dict) else None  # upstreams may still refer to it
+    return {"id": model_id if isinstance(model_id, str) else f"<models[{i}]>"}
+
+
+def _upstream_stand_in(i: int, item: Any) -> dict[str, Any]:
+    return {"name": f"<upstreams[{i}]>", "protocol": "", "base_url": "http://stand-in.invalid"}
+
+
+_STAND_INS: dict[str, tuple[type[msgspec.Struct], Callable[[int, Any], dict[str, Any]]]] = {
+    "models": (ModelConfig, _model_stand_in), "upstreams": (UpstreamConfig, _upstream_stand_in)}
+
+
+def _under(line: str, paths: Collection[str]) -> bool:
+    """True when the problem ``line`` is about one of ``paths`` (or something inside it)."""
+    where = line.split(":", 1)[0]
+    return any(where == p or where.startswith((p + ".", p + "[")) for p in paths)
 
 
 # ``base_url: simulator``: the simulator of this config (``simulator.host``/``port``), so that its
@@ -342,37 +352,59 @@ def check_protocols(config: Config, known: Collection[str]) -> None:
 
 
 def parse_config(text: str, protocols: Collection[str] | None = None, *,
-                 env_needed_by: Collection[str] | None = None) -> Config:
+                 env_needed_by: Collection[str] | None = None, serving: bool = False) -> Config:
     """Decode config text; raises ConfigError listing every problem found. With ``protocols`` (the
     protocols of the registered adapters) an upstream's unknown protocol is one of them. With
     ``env_needed_by`` (top-level keys, e.g. ``DATABASE_KEYS``) only the ``${VAR}``s under those
-    keys must be set; the others are read as "" when unset."""
-    errors: list[str] = []
+    keys must be set; the others are read as "" when unset. ``serving``: the text is what a
+    gateway will serve, so it must not be empty and must serve some model."""
     try:
-        raw = yaml.safe_load(text) or {}
+        raw, errors = read_yaml(text)  # errors: its duplicated keys
     except yaml.YAMLError as exc:
         raise ConfigError([f"$: not valid YAML: {exc}"]) from exc
+    if raw is None and serving:
+        raise ConfigError(["$: the file is empty: a config needs at least models and upstreams"])
+    raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise ConfigError(["$: the config must be a mapping"])
     raw = _interpolate_top(raw, errors, env_needed_by)
-    good = _decode_sections(raw, errors)
-    if errors:
-        raise ConfigError(errors)
+    good, failed = _decode_sections(raw, errors)
     config = msgspec.convert(good, Config, strict=False)
     _resolve_simulator(config)
-    errors += semantic_errors(config)
-    errors += missing_extra_errors(config)  # postgresql:// or redis: without their extra
+    # missing_extra_errors: postgresql:// or redis: without their extra installed
+    rules = semantic_errors(config) + missing_extra_errors(config)
     if protocols is not None:
-        errors += protocol_errors(config, protocols)
+        rules += protocol_errors(config, protocols)
+    unsure = any(_under(path, ("models", "upstreams")) for path in failed)  # what they would serve
+    if serving and not unsure and not _serves_a_model(config):
+        rules.append("models: the config serves no model: list models and an upstream that serves them "
+                     "(upstreams[].models)")
+    errors += [line for line in rules if not _under(line, failed)]  # not about what failed to decode
     if errors:
         raise ConfigError(errors)
     return config
 
 
-def load_config(path: str | Path, protocols: Collection[str] | None = None, *,
-                env_needed_by: Collection[str] | None = None) -> Config:
+def load_serving_config(path: str | Path, protocols: Collection[str] | None = None) -> Config:
+    """The config a gateway serves from the file at ``path``, or ConfigError listing every problem
+    of the file, one line each: those of ``load_config``, and an empty file or a catalogue that no
+    upstream serves. ``check-config``, ``gateway serve`` and a reload read a file through this."""
+    return parse_config(_read_text(path), protocols, serving=True)
+
+
+def _serves_a_model(config: Config) -> bool:
+    return any(public in config.models_by_id for up in config.upstreams for public in up.model_map())
+
+
+def _read_text(path: str | Path) -> str:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"$: cannot read {path}: {exc.strerror}"]) from exc
-    return parse_config(text, protocols, env_needed_by=env_needed_by)
+    except UnicodeDecodeError as exc:
+        raise ConfigError([f"$: {path} is not UTF-8 text (byte {exc.start})"]) from exc
+
+
+def load_config(path: str | Path, protocols: Collection[str] | None = None, *,
+                env_needed_by: Collection[str] | None = None) -> Config:
+    return parse_config(_read_text(path), protocols, env_needed_by=env_needed_by)

@@ -115,7 +115,7 @@ def test_misspelt_hook_fails_loudly(make_config: Any) -> None:
 
 
 async def test_bootstrap_only_on_an_empty_database(make_config: Any) -> None:
-    config = make_config()
+    config = make_config(bootstrap={"demo_user": True})  # its simulator is not the config's own
     first = await bootstrap(config)
     assert first is not None and first.api_key.startswith("sk-") and first.user_token.startswith("ut-")
     assert first.quota_usd == config.billing.demo_quota_usd
