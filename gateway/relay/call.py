@@ -4,7 +4,8 @@
 ``ClientCall`` is the only per-call state of a generation: the body, the frontend's view of it,
 the canonical request (decoded at most once, and only when something needs it), and what the fast
 path must remember between building the upstream call and relaying its answer. Frontends are
-stateless singletons that read and write it, so one frontend object serves every request.
+stateless singletons that read and write it, so one frontend object serves every request. It is
+defined with the ``Frontend`` interface (``gateway.relay.translation``), whose methods take it.
 
 ``CallContext`` is created once a caller is authenticated and the model checked; ``finish`` writes
 its one request-log row and settles (or releases) its reservation exactly once, whatever the
@@ -20,72 +21,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
 from gateway.accounts.money import TokenPrices, usage_cost, worst_case_cost
 from gateway.accounts.ratelimit import admit_call
 from gateway.accounts.records import Outcome, Principal, RequestLog
 from gateway.relay.canonical import Usage
+from gateway.relay.translation import ClientCall as ClientCall
 from gateway.runtime.context import Gateway
 from gateway.runtime.observe import note_call
 from gateway.settings.config import ModelConfig
 from gateway.storage.rows import Reservation
 
-if TYPE_CHECKING:
-    from starlette.datastructures import Headers, QueryParams
-    from starlette.requests import HTTPConnection
-
-    from gateway.relay.canonical import ChatRequest
-    from gateway.relay.translation import FastPathStream, Frontend, RequestView, UpstreamCall
-
 _CHARGED: frozenset[str] = frozenset({"success", "usage_estimated", "client_disconnect", "upstream_cut"})
-
-
-class ClientCall:
-    """One client generation request, as every attempt and the frontend see it."""
-
-    __slots__ = ("_canonical", "_client", "body", "fast_stream", "forwarded", "frontend", "path_model",
-                 "stream_hint", "translated", "upstream_model", "view")
-
-    def __init__(self, frontend: Frontend, body: bytes, view: RequestView, client: HTTPConnection, *,
-                 path_model: str | None = None, stream_hint: bool = False) -> None:
-        self.frontend = frontend
-        self.body = body
-        self.view = view
-        self._client = client
-        self.path_model = path_model  # the model named in the path, for families that put it there
-        self.stream_hint = stream_hint  # the endpoint itself says "stream" (not a body field)
-        self._canonical: ChatRequest | None = None
-        # Set when a same-format upstream is sent the client's bytes: which model id it was asked
-        # for (to restore the public one in its answer), and that the strict decoder is then only
-        # wanted for an estimate, so a frontend may decode leniently.
-        self.forwarded = False
-        self.upstream_model: str | None = None
-        self.fast_stream: FastPathStream | None = None  # the fast-path stream watcher, once one relays
-        # The upstream requests built from the canonical one, by (protocol, upstream model): built
-        # once, off the event loop for a large body (``relay.serve_generate``), reused by retries.
-        self.translated: dict[tuple[str, str], UpstreamCall] = {}
-
-    def canonical(self) -> ChatRequest:
-        """The canonical request, decoded on first use only."""
-        if self._canonical is None:
-            self._canonical = self.frontend.decode_request(self)
-        return self._canonical
-
-    @property
-    def headers(self) -> Headers:
-        """The client's request headers (for a family's request options: beta tags, ...)."""
-        return self._client.headers
-
-    @property
-    def query(self) -> QueryParams:
-        """The client's query parameters (parsed on first use only)."""
-        return self._client.query_params
-
-    @property
-    def decoded(self) -> ChatRequest | None:
-        """The canonical request if something already decoded it (never decodes)."""
-        return self._canonical
 
 
 @dataclass(slots=True)
