@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from gateway.api import DEFAULT_FAMILY, Gateway, endpoint, get_gateway, json_response
 from gateway.api.accounts import LogFilter, log_filter, log_json, nano_to_usd, paging
-from gateway.api.tasks import TaskRecord
+from gateway.api.tasks import TaskRecord, engine_of
 
 DAYS = 30
 _DAY_S = 86_400
@@ -99,8 +99,9 @@ async def console_tasks(request: Request) -> Response:
     user = await gw.auth.authenticate_user_token(request)
     page, size = paging(request)
     tasks, total = await gw.storage.user_tasks(user.id, page, size)
-    return json_response({"data": [task_json(t) for t in tasks], "total": total, "page": page,
-                          "page_size": size})
+    engine = engine_of(gw)  # result links as the task's own endpoints show them (CONTRACT 6d)
+    return json_response({"data": [task_json(engine.shown(request, t)) for t in tasks], "total": total,
+                          "page": page, "page_size": size})
 
 
 def chats(gw: Gateway, model_id: str, output_price: float | None) -> bool:

@@ -20,17 +20,18 @@ async def test_image_task_and_a_button_follow_up(tgw: GatewayHandle, console: An
     assert first["status"] == "SUCCESS" and first["imageUrl"].startswith("http")
 
     c = console(tgw.base_url)
-    # The simulator answers with image links but serves no image bytes: that 404 is expected.
-    c.expected_failures.append(first["imageUrl"].rsplit("/", 1)[0])
     page = await c.open()
     await sign_in(page, "user", tgw.user_token)
     await goto(page, "#/tasks", f"[data-task='{first['id']}']")
     card = page.locator(f"[data-task='{first['id']}']")
     text = await card.inner_text()
     assert "imagetask · IMAGINE" in text and "SUCCESS 100%" in text
-    # The picture, or (it does not load from the simulator) a link to it instead of a broken box.
+    # The picture, at the gateway's link (CONTRACT 6d), relayed from the simulator's image.
     url = first["imageUrl"]
-    await card.locator(f"img.media[src='{url}'], a[href='{url}']").first.wait_for()
+    assert url.startswith(tgw.base_url + "/v1/media/")
+    picture = card.locator(f"img.media[src='{url}']")
+    await picture.evaluate("img => img.decode()")  # rejects unless the image loaded
+    assert await picture.evaluate("img => img.naturalWidth") == 4
     await c.shot(page, "tasks")
 
     # U1 with a pasted key (made outside this tab): an UPSCALE task of this image.

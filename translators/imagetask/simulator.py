@@ -11,15 +11,20 @@ Behaviour options, read from the upstream credential (pieces split on ``-``, e.g
 * ``forget``     the upstream forgets the task half-way (list-by-condition leaves it out, fetch 404);
 * ``reject``     the submission is refused (code 4 at HTTP 200, as this API does).
 
+A finished task's ``imageUrl`` serves a small PNG (a solid 4x4 image, its colour from the name).
+
 The common fault options of every side (``fail503``, ``hang``, ``ttft<MS>``...) apply as well.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
+import struct
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,9 +201,31 @@ async def fetch(ctx: Ctx) -> web.StreamResponse:
     return await ctx.respond(task.view(_base_url(ctx.request)))
 
 
+def png(name: str) -> bytes:
+    """A valid 4x4 RGB PNG of one colour, chosen by ``name``."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    colour = hashlib.sha256(name.encode()).digest()[:3]
+    rows = b"".join(b"\x00" + colour * 4 for _ in range(4))
+    header = struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+            + chunk(b"IEND", b""))
+
+
+async def image(request: web.Request) -> web.StreamResponse:
+    """A finished task's image at its public link (like a CDN's)."""
+    name = request.match_info["name"]
+    if not any(t.image == name for t in _tasks(request.app).values()):
+        raise web.HTTPNotFound()
+    return web.Response(body=png(name), content_type="image/png")
+
+
 @hookimpl
 def gateway_simulator_routes(app: web.Application) -> None:
     app[TASKS_KEY] = {}
+    app.router.add_get("/imagetask/image/{name}.png", image)
     add_route(app, "POST", "/imagetask/submit/{kind}", endpoint(SIDE, submit))
     add_route(app, "POST", "/imagetask/task/list-by-condition", endpoint(SIDE, list_by_condition))
     add_route(app, "GET", "/imagetask/task/{task_id}/fetch", endpoint(SIDE, fetch))

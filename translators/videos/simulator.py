@@ -5,8 +5,11 @@ Options, read from the upstream credential (pieces split on ``-``) and from ``si
 in the prompt: ``dur<MS>`` (how long a video takes, default 8000 ms: ``queued`` for the first
 tenth, then ``processing`` with a progress), ``taskfail`` (ends ``failed`` with a
 ``failure_reason``), ``forget`` (forgotten half-way: retrieve answers 404), ``reject`` (the create
-is refused with a 400), ``made<S>`` (reports S seconds made; default the seconds asked for). The
-common fault options (``fail503``, ``hang``...) apply as well.
+is refused with a 400), ``made<S>`` (reports S seconds made; default the seconds asked for),
+``kb<N>`` (the video file's size in KB, default 64: made as it is sent, never held, so a 200 MB
+file costs nothing), ``offsite`` (the result links name ``localhost`` instead of the address the
+upstream was asked on: another origin, on a private address). Files answer ``Range`` requests with
+a 206. The common fault options (``fail503``, ``hang``...) apply as well.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from gateway_simulator.toolkit import (
     option_words,
 )
 
-_MADE = re.compile(r"^made(\d+)$")
-_FILE_BYTES = 64 * 1024
+_OPTION = re.compile(r"^(made|kb)(\d+)$")
+_THUMBNAIL_BYTES = 64 * 1024
+_PIECE = 64 * 1024
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
 class VideosSide(SimVendor):
@@ -47,10 +52,17 @@ SIDE = VideosSide()
 @dataclass
 class Options(TaskOptions):
     made_s: int | None = None
+    size_kb: int = 64
+    offsite: bool = False
 
     def apply_word(self, word: str) -> None:
-        if match := _MADE.match(word):
-            self.made_s = int(match.group(1))
+        if match := _OPTION.match(word):
+            if match.group(1) == "made":
+                self.made_s = int(match.group(2))
+            else:
+                self.size_kb = max(int(match.group(2)), 1)
+        elif word == "offsite":
+            self.offsite = True
 
 
 @dataclass
@@ -69,6 +81,7 @@ class SimVideo:
 
     def view(self, base_url: str) -> dict[str, Any]:
         o, t = self.options, self.elapsed()
+        files_url = base_url.replace("//127.0.0.1:", "//localhost:", 1) if o.offsite else base_url
         out: dict[str, Any] = {"id": self.id, "object": "video.task", "model": self.model,
                                "created_at": int(self.created), "size": self.size,
                                "seconds": str(self.seconds), "progress": 0, "status": "queued"}
@@ -79,8 +92,8 @@ class SimVideo:
         elif t >= o.duration_s:
             made = o.made_s if o.made_s is not None else self.seconds
             out.update(status="completed", progress=100, completed_at=int(self.created + o.duration_s),
-                       duration=made, video_url=f"{base_url}/v1/videos/files/{self.file}.mp4",
-                       thumbnail_url=f"{base_url}/v1/videos/files/{self.file}.jpg")
+                       duration=made, video_url=f"{files_url}/v1/videos/files/{self.file}.mp4",
+                       thumbnail_url=f"{files_url}/v1/videos/files/{self.file}.jpg")
         return out
 
 
@@ -109,14 +122,48 @@ async def retrieve(ctx: Ctx) -> web.StreamResponse:
     return await ctx.respond(video.view(f"{ctx.request.scheme}://{ctx.request.host}"))
 
 
+def file_bytes(name: str, start: int, end: int) -> bytes:
+    """Bytes ``start`` to ``end`` (exclusive) of a file named ``name``: its name repeated, so any
+    range can be made (and checked) without the whole file."""
+    unit = name.encode()
+    first = start // len(unit)
+    repeated = unit * ((end - first * len(unit)) // len(unit) + 1)
+    return repeated[start - first * len(unit):end - first * len(unit)]
+
+
+def _range(header: str | None, size: int) -> tuple[int, int] | None:
+    """(start, end exclusive) of a single ``bytes=`` range; None for the whole file."""
+    match = _RANGE.match(header or "")
+    if match is None or match.groups() == ("", ""):
+        return None
+    first, last = match.groups()
+    if first == "":
+        return max(size - int(last), 0), size
+    return int(first), min(int(last) + 1, size) if last else size
+
+
 async def file(request: web.Request) -> web.StreamResponse:
-    """A result file at its public link (like a CDN's): deterministic filler bytes."""
+    """A result file at its public link (like a CDN's): deterministic filler bytes, made piece by
+    piece as they are sent; a ``Range`` is answered with a 206 (or a 416 past the end)."""
     name, ext = request.match_info["name"], request.match_info["ext"]
-    if not any(v.file == name for v in request.app[VIDEOS_KEY].values()):
+    video = next((v for v in request.app[VIDEOS_KEY].values() if v.file == name), None)
+    if video is None:
         raise web.HTTPNotFound()
-    kind = "video/mp4" if ext == "mp4" else "image/jpeg"
-    body = (name.encode() * (_FILE_BYTES // len(name) + 1))[:_FILE_BYTES]
-    return web.Response(body=body, content_type=kind)
+    size = video.options.size_kb * 1024 if ext == "mp4" else _THUMBNAIL_BYTES
+    headers = {"Content-Type": "video/mp4" if ext == "mp4" else "image/jpeg", "Accept-Ranges": "bytes"}
+    start, end = 0, size
+    if (asked := _range(request.headers.get("Range"), size)) is not None:
+        start, end = asked
+        if start >= end:
+            raise web.HTTPRequestRangeNotSatisfiable(headers={"Content-Range": f"bytes */{size}"})
+        headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    headers["Content-Length"] = str(end - start)
+    resp = web.StreamResponse(status=206 if asked else 200, headers=headers)
+    await resp.prepare(request)
+    for at in range(start, end, _PIECE):
+        await resp.write(file_bytes(name, at, min(at + _PIECE, end)))
+    await resp.write_eof()
+    return resp
 
 
 @hookimpl
