@@ -12,7 +12,8 @@ its one request-log row and settles (or releases) its reservation exactly once, 
 outcome. The charge for each outcome follows the terminal-state policy of docs/money.md:
 
 * ``success`` / ``usage_estimated``: the usage, as reported or estimated offline;
-* ``client_disconnect`` / ``upstream_cut``: what was generated before the stream ended;
+* ``client_disconnect`` / ``upstream_cut`` / ``shutdown``: what was generated before the stream
+  ended;
 * ``upstream_error`` / ``client_error``: nothing.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from gateway.accounts.money import TokenPrices, usage_cost, worst_case_cost
 from gateway.accounts.ratelimit import admit_call
@@ -32,7 +34,11 @@ from gateway.runtime.observe import note_call
 from gateway.settings.config import ModelConfig
 from gateway.storage.rows import Reservation
 
-_CHARGED: frozenset[str] = frozenset({"success", "usage_estimated", "client_disconnect", "upstream_cut"})
+if TYPE_CHECKING:
+    from starlette.types import Receive
+
+_CHARGED: frozenset[str] = frozenset({"success", "usage_estimated", "client_disconnect", "upstream_cut",
+                                      "shutdown"})
 
 
 @dataclass(slots=True)
@@ -51,6 +57,9 @@ class CallContext:
     attempts: int = 0
     first_byte_ms: int | None = None
     finished: bool = False
+    # The request's ASGI ``receive``: a failover asks it whether the client is still there
+    # (``gateway.relay.client_watch``); None where nobody waits to be answered.
+    receive: Receive | None = None
 
     @property
     def prices(self) -> TokenPrices:

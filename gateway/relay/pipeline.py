@@ -23,10 +23,11 @@ from collections.abc import Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.accounts.records import Principal
+from gateway.accounts.records import Outcome, Principal
 from gateway.edge.http import arrived, body_response, error_response, get_gateway, read_json_body, request_id
 from gateway.relay.call import CallContext, ClientCall
 from gateway.relay.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
+from gateway.relay.client_watch import ClientGone
 from gateway.relay.offload import off_loop
 from gateway.relay.stream import open_stream
 from gateway.relay.tokens import (
@@ -52,12 +53,14 @@ def _admit(request: Request, principal: Principal, family: str, model_id: str, s
     model = gw.catalogue.check(principal, model_id)
     return CallContext(gateway=gw, request_id=request_id(request), principal=principal, model=model,
                        route=request.scope["path"], family=family, is_stream=stream,
-                       started=time.perf_counter(), arrived=arrived(request))
+                       started=time.perf_counter(), arrived=arrived(request), receive=request.receive)
 
 
 def _fail(request: Request, family: str, ctx: CallContext | None, err: GatewayError) -> Response:
     if ctx is not None:
-        ctx.finish(err.status, "upstream_error" if err.status >= 500 else "client_error", error_code=err.code)
+        outcome: Outcome = ("client_disconnect" if isinstance(err, ClientGone)
+                            else "upstream_error" if err.status >= 500 else "client_error")
+        ctx.finish(err.status, outcome, error_code=err.code)
     return error_response(family, err, request)
 
 

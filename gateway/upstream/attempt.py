@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 import aiohttp
 
 from gateway.relay.canonical import EmbeddingRequest
+from gateway.relay.client_watch import ClientWatch
 from gateway.relay.translation import EmbeddingFrontend, UpstreamCall, takes_fast_path
 from gateway.runtime.errors import GatewayError, UpstreamError, UpstreamHTTPError
 from gateway.runtime.observe import current_request_id
@@ -265,23 +266,33 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
     failover = Failover(pool)
     names = [t.name for t in targets]
     last: UpstreamFailure | None = None
-    for _ in range(max(ctx.gateway.config.routing.max_attempts, 1)):
-        index = failover.next(names)
-        if index is None:
-            break
-        target = targets[index]
-        await failover.back_off(target.name)
-        ctx.attempts += 1
-        ctx.upstream = target.name
-        started = time.monotonic()
-        try:
-            result = await send(ctx, target, build(target), read)
-        except UpstreamFailure as failure:
-            failover.failed(target.name, failure)
-            last = failure
-            continue
-        pool.mark_success(target.name, latency_ms=(time.monotonic() - started) * 1000)
-        return target, result
+    watch: ClientWatch | None = None  # once an attempt failed: is the client still there?
+    try:
+        for _ in range(max(ctx.gateway.config.routing.max_attempts, 1)):
+            index = failover.next(names)
+            if index is None:
+                break
+            target = targets[index]
+            if last is not None and ctx.receive is not None:
+                watch = watch or ClientWatch(ctx.receive)
+                await watch.before_attempt(failover.back_off(target.name))  # ClientGone: no more
+            else:
+                await failover.back_off(target.name)
+            ctx.attempts += 1
+            ctx.upstream = target.name
+            started = time.monotonic()
+            try:
+                sending = send(ctx, target, build(target), read)
+                result = await (sending if watch is None else watch.run(sending))
+            except UpstreamFailure as failure:
+                failover.failed(target.name, failure)
+                last = failure
+                continue
+            pool.mark_success(target.name, latency_ms=(time.monotonic() - started) * 1000)
+            return target, result
+    finally:
+        if watch is not None:
+            await watch.close()
     reason = last.reason if last else "no upstream available"
     raise UpstreamError(f"The upstream failed after {ctx.attempts} attempt(s): {reason}.")
 

@@ -9,9 +9,12 @@ What an upstream's answer may make the gateway hold or wait for, each from the c
 * a whole (non-streamed) body, after decompression: ``limits.upstream_body_bytes``
   (``UpstreamAnswer.read`` stops reading past it; aiohttp inflates a gzip body a bounded piece at a
   time, so a small body that inflates to gigabytes never sits in memory whole);
-* the head's arrival: ``connect_s + first_byte_s`` from the call (``UpstreamClient.request``);
+* connecting (TCP and TLS): ``connect_s`` (aiohttp's ``sock_connect``);
+* the answer's head: within ``first_byte_s`` of the request's last byte being written
+  (``UpstreamClient.request``; until the request is written, a free connection, connecting and
+  sending are bounded by ``connect_s + first_byte_s``);
 * a pause between two reads: ``idle_s`` (``UpstreamAnswer``'s watchdog, one timer per answer);
-* the whole attempt, connect to last byte: ``total_s`` (aiohttp's ``ClientTimeout.total``).
+* the whole attempt, connect to last byte: ``total_s`` (the same watchdog; the head's wait too).
 
 Redirects are never followed here (a text upstream's 3xx is a failed attempt, decided by the
 caller); media downloads follow them through the SSRF guard (``gateway.tasks.upstream``). Proxy
@@ -28,6 +31,7 @@ from typing import TypedDict
 from urllib.parse import unquote
 
 import aiohttp
+from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDictProxy
 from yarl import URL
 
@@ -46,18 +50,46 @@ _LARGE_BODY = 1024 * 1024
 _PIECE = 256 * 1024
 
 
-def body_payload(body: Body | None, headers: dict[str, str]) -> Body | None:
-    """What aiohttp is given to send (``headers`` gets the Content-Length of a large body)."""
+def body_payload(body: Body | None, headers: dict[str, str],
+                 on_written: Callable[[], None] | None = None) -> Body | aiohttp.Payload | None:
+    """What aiohttp is given to send (``headers`` gets the Content-Length of a large body).
+    ``on_written`` runs once the body's last byte has been handed to the connection: aiohttp calls
+    a payload's ``write_with_length`` and asks an iterable for its next piece only after writing
+    the one before, so both are public ways to learn when the request is written."""
     if isinstance(body, bytes) and len(body) > _LARGE_BODY:
         headers["Content-Length"] = str(len(body))
-        return _pieces(body)
-    return body
+        return _pieces(body, on_written)
+    if on_written is None or body is None:
+        return body
+    if isinstance(body, bytes):
+        return _WrittenBytes(body, on_written)
+    return _written_last(body, on_written)
 
 
-async def _pieces(body: bytes) -> AsyncIterator[bytes]:
+class _WrittenBytes(aiohttp.BytesPayload):
+    """A bytes body that says when aiohttp has written it (what aiohttp makes of bytes anyway)."""
+
+    def __init__(self, body: bytes, on_written: Callable[[], None]) -> None:
+        super().__init__(body)
+        self._on_written = on_written
+
+    async def write_with_length(self, writer: AbstractStreamWriter, content_length: int | None) -> None:
+        await super().write_with_length(writer, content_length)
+        self._on_written()
+
+
+async def _pieces(body: bytes, on_written: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
     view = memoryview(body)
     for start in range(0, len(view), _PIECE):
         yield bytes(view[start:start + _PIECE])
+    if on_written is not None:
+        on_written()
+
+
+async def _written_last(body: AsyncIterable[bytes], on_written: Callable[[], None]) -> AsyncIterator[bytes]:
+    async for piece in body:
+        yield piece
+    on_written()
 
 
 class UpstreamConnectionError(Exception):
@@ -105,7 +137,7 @@ class UpstreamAnswer:
     aiohttp's own total timeout would wrap every read of the body in a timer context (a task
     lookup per chunk of a stream)."""
 
-    __slots__ = ("_body_limit", "_ends_at", "_expired", "_idle_s", "_loop", "_response", "_timer",
+    __slots__ = ("_body_limit", "_ends_at", "_expired", "_idle_s", "_loop", "_response", "_stopped", "_timer",
                  "_waiting_since", "headers", "status")
 
     def __init__(self, response: aiohttp.ClientResponse, idle_s: float, body_limit: int,
@@ -119,6 +151,7 @@ class UpstreamAnswer:
         self._ends_at = ends_at  # loop time at which the attempt is over, read or not
         self._waiting_since: float | None = None
         self._expired = ""  # why the answer was cut: its deadline's words
+        self._stopped = False  # ended by the gateway itself (``stop``): reads find the end, no error
         self._timer: asyncio.TimerHandle | None = None
         self._arm(self._loop.time())
 
@@ -146,12 +179,16 @@ class UpstreamAnswer:
         """What has arrived since the last read (waiting up to the idle timeout); b"" at the end."""
         if self._expired:
             raise TimeoutError(self._expired)
+        if self._stopped:
+            return b""
         self._waiting_since = self._loop.time()
         try:
             return await self._response.content.readany()
         except aiohttp.ClientError:
             if self._expired:
                 raise TimeoutError(self._expired) from None
+            if self._stopped:
+                return b""
             raise
         finally:
             self._waiting_since = None
@@ -172,6 +209,12 @@ class UpstreamAnswer:
         """Done with the answer: its connection serves the next call if it was read to its end."""
         self._stop_timer()
         self._response.release()
+
+    def stop(self) -> None:
+        """The gateway ends the answer early (a shutdown's grace is over): its connection is
+        closed and a read, pending or later, finds the end instead of an upstream failure."""
+        self._stopped = True
+        self.close()
 
     def close(self) -> None:
         """Done with the answer, its connection closed whatever was left unread."""
@@ -237,16 +280,32 @@ class UpstreamClient:
     async def request(self, method: str, destination: Destination, headers: dict[str, str],
                       body: Body | None, timeouts: UpstreamTimeouts,
                       on_sent: Callable[[], None] | None = None) -> UpstreamAnswer:
-        """Send one request and return once the answer's head has come, within ``connect_s +
-        first_byte_s`` and within ``total_s`` (else ``TimeoutError``). ``on_sent`` runs as the
-        request leaves: work that can overlap the upstream's."""
+        """Send one request and return once the answer's head has come, within ``first_byte_s``
+        of the request's last byte being written and within ``total_s`` (else ``TimeoutError``).
+        Until the request is written (a free pooled connection, connecting within ``connect_s``,
+        sending the body) the wait is bounded by ``connect_s + first_byte_s``. ``on_sent`` runs as
+        the request leaves: work that can overlap the upstream's."""
         session = self.session
         if on_sent is not None:
             on_sent()
-        payload = body_payload(body, headers)
-        ends_at = asyncio.get_running_loop().time() + timeouts.total_s
-        async with asyncio.timeout(min(timeouts.connect_s + timeouts.first_byte_s, timeouts.total_s)):
-            response = await session.request(method, destination.url, data=payload,
-                                             headers=headers, allow_redirects=False,
-                                             timeout=self.timeout(timeouts))
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        ends_at = now + timeouts.total_s
+        head_deadline = asyncio.timeout_at(min(now + timeouts.connect_s + timeouts.first_byte_s, ends_at))
+
+        waiting = False  # for the head: an upstream may answer before the body is all sent
+
+        def written() -> None:  # from here on, only the upstream's own time counts
+            if waiting:
+                head_deadline.reschedule(min(loop.time() + timeouts.first_byte_s, ends_at))
+
+        payload = body_payload(body, headers, written)
+        async with head_deadline:
+            waiting = True
+            try:
+                response = await session.request(method, destination.url, data=payload,
+                                                 headers=headers, allow_redirects=False,
+                                                 timeout=self.timeout(timeouts))
+            finally:
+                waiting = False
         return UpstreamAnswer(response, timeouts.idle_s, self._limits.upstream_body_bytes, ends_at)

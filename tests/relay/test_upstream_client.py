@@ -272,20 +272,31 @@ async def test_a_silent_upstream_times_out_per_read_and_its_connection_is_closed
 
 
 async def test_a_head_later_than_the_first_byte_deadline_times_out_and_closes_its_connection() -> None:
+    await _head_later_than_first_byte("bytes")
+
+
+@pytest.mark.parametrize("body", ["pieces", "large"])
+async def test_the_first_byte_deadline_counts_from_the_last_piece_of_a_body_written(body: str) -> None:
+    await _head_later_than_first_byte(body)
+
+
+async def _head_later_than_first_byte(body: str) -> None:
     async def answer(request: Received, transport: asyncio.Transport) -> None:
         if request.connection == 1:
             await asyncio.sleep(5)  # the first connection never answers
         transport.write(answer_bytes(b"late enough"))
 
+    sent: bytes | AsyncIterator[bytes] = {"bytes": b"{}", "pieces": _chunks(b"{", b"}"),
+                                          "large": b" " * (3 * 1024 * 1024)}[body]
     script = Script(answer)
     async with _upstream(script) as (client, port):
         loop = asyncio.get_running_loop()
         began = loop.time()
         with pytest.raises(TimeoutError):
-            await _post(client, port, timeouts=_timeouts(connect_s=0.1, first_byte_s=0.15))
-        # The head's deadline is the call's start plus connect_s and first_byte_s, however fast
-        # the connection came.
-        assert 0.24 <= loop.time() - began < 1.5
+            await _post(client, port, body=sent, timeouts=_timeouts(connect_s=5, first_byte_s=0.15))
+        # The head's deadline is first_byte_s from the request written (a bytes body, one of
+        # pieces, a large one sent a piece at a time), not from the call's start plus connect_s.
+        assert 0.15 <= loop.time() - began < 1.5
         # Its connection was closed, not kept for the next call, which gets a new one.
         assert await (await _post(client, port)).read() == b"late enough"
         assert script.connections == 2
