@@ -55,6 +55,7 @@ Outcome = Literal[
     "usage_estimated",  # served, the upstream reported no usage; charged an offline estimate
     "crash_released",  # in flight when the gateway died; reservation released at start
     "gateway_error",  # an unexpected failure inside the gateway; no charge
+    "shutdown",  # a stream still open when the shutdown grace ended; charged what was generated
 ]
 
 

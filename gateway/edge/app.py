@@ -17,7 +17,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.accounts.auth import Authenticator
 from gateway.accounts.catalogue import Catalogue
@@ -36,6 +36,7 @@ from gateway.edge.routing import ExactPathDispatch, lean_handlers
 from gateway.hooks.manager import collect_adapters, collect_families, make_plugin_manager
 from gateway.relay.offload import BUDGET_BODIES, BodyWorkBudget, return_freed_memory_to_the_system
 from gateway.runtime.context import Gateway
+from gateway.runtime.lifecycle import Lifecycle
 from gateway.settings.config import Config, check_protocols
 from gateway.storage import open_storage
 from gateway.upstream.pool import UpstreamPool
@@ -69,6 +70,7 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
         instance_id=instance_id,
         adapters=adapters,
         families=families,
+        lifecycle=Lifecycle(config.shutdown_grace_s),
     )
     # Large bodies are decoded and counted off the event loop, within a byte budget.
     return_freed_memory_to_the_system()
@@ -84,6 +86,7 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
     app.router.redirect_slashes = False
     app.state.body_work_budget = body_work
     app.state.gateway = gateway
+    app.lifecycle = gateway.lifecycle
     return app
 
 
@@ -94,6 +97,19 @@ class GatewayApp(Starlette):
     layers would only wrap ``send`` once more on every request. Fixed paths are dispatched by dict
     lookup, and function endpoints run without Starlette's per-route exception layer
     (``gateway.edge.routing``)."""
+
+    lifecycle: Lifecycle | None = None  # the gateway's: requests in flight, for the drain
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        lifecycle = self.lifecycle
+        if lifecycle is None or scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        lifecycle.request_started()
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            lifecycle.request_ended()
 
     def build_middleware_stack(self) -> ASGIApp:
         lean_handlers(self.router.routes)
@@ -160,6 +176,12 @@ def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
             # that a plugin whose startup half-failed still gets to clean up.
             stack.push_async_callback(_shutdown_hooks, gateway)
             await _await_all(gateway.plugins.hook.gateway_startup(gateway=gateway))
+            # First of all on the way out: calls in flight finish (or streams end) within the
+            # grace, while everything they need still runs.
+            stack.push_async_callback(gateway.lifecycle.drain)
+            stack.callback(gateway.lifecycle.unwatch_signals)
+            if gateway.lifecycle.chain_signals:
+                gateway.lifecycle.watch_signals()
             yield
 
     return lifespan

@@ -47,7 +47,11 @@ async def readiness(gateway: Gateway) -> dict[str, bool]:
 
 @documented("Readiness: 503 naming the shared service (database, Redis) that does not answer", public=True)
 async def readyz(request: Request) -> Response:
-    checks = await readiness(get_gateway(request))
+    gateway = get_gateway(request)
+    if gateway.lifecycle.draining:  # stopping (SIGTERM): the load balancer should send no more
+        return json_response({"status": "shutting_down", "down": [], "checks": {}},
+                             ServiceUnavailable.status, headers={"retry-after": "1"})
+    checks = await readiness(gateway)
     down = sorted(name for name, ok in checks.items() if not ok)
     body = {"status": "unavailable" if down else "ready", "down": down,
             "checks": {name: "ok" if ok else "down" for name, ok in checks.items()}}

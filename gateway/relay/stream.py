@@ -274,12 +274,14 @@ class StreamRelay(Response):
         self._first = first
         self._transform = transform
         self._broken = False  # the upstream's stream broke or could not be read
+        self._shutting_down = False  # the worker's grace is over (``shut_down``)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [(b"content-type", self._transform.content_type.encode("latin-1")),
                    (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
         outcome: Outcome = "client_disconnect"
         tasks: list[asyncio.Future[Any]] = []
+        lifecycle = self._ctx.gateway.lifecycle
         try:
             # The first output goes out with the head, from this task: the pump's task would take
             # it a turn of the event loop later (the stream's time to first byte).
@@ -288,15 +290,23 @@ class StreamRelay(Response):
                 await send({"type": "http.response.body", "body": self._first, "more_body": True})
             pump = asyncio.ensure_future(self._pump(send))
             tasks = [pump, asyncio.ensure_future(self._watch_disconnect(receive))]
+            lifecycle.stream_opened(self)
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             if pump in done:
                 outcome = pump.result()
         finally:
+            lifecycle.stream_closed(self)
             for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, OSError, UpstreamFailure):
                     await task
             self._settle(outcome)
+
+    def shut_down(self) -> None:
+        """The worker is stopping and its grace is over: the upstream connection is closed, so the
+        pump ends the stream with the family's error event (outcome ``shutdown``)."""
+        self._shutting_down = True
+        self._response.stop()
 
     def _settle(self, outcome: Outcome) -> None:
         """Close the upstream and meter the call; once (the pump settles before its last bytes go
@@ -308,7 +318,8 @@ class StreamRelay(Response):
         usage = self._transform.usage()
         if outcome == "success" and usage.estimated:
             outcome = "usage_estimated"
-        error_code = "upstream_error" if outcome == "upstream_cut" else None
+        error_code = ("upstream_error" if outcome == "upstream_cut"
+                      else "service_unavailable" if outcome == "shutdown" else None)
         self._ctx.finish(200, outcome, usage, error_code=error_code)
 
     @staticmethod
@@ -339,7 +350,11 @@ class StreamRelay(Response):
             self._unreadable(exc)
         tail = transform.close()
         outcome: Outcome = "success"
-        if self._broken or not transform.complete:
+        if self._shutting_down:
+            tail = transform.error(503, "service_unavailable",
+                                   "The gateway is shutting down: the stream ended before it was complete.")
+            outcome = "shutdown"
+        elif self._broken or not transform.complete:
             tail = transform.error(502, "upstream_error", "The upstream stream ended before it was complete.")
             outcome = "upstream_cut"
         self._settle(outcome)

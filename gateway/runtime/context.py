@@ -12,6 +12,7 @@ import pluggy
 
 from gateway.accounts.catalogue import Catalogue
 from gateway.relay.families import FamilyRegistry
+from gateway.runtime.lifecycle import Lifecycle
 from gateway.settings.config import Config
 
 if TYPE_CHECKING:
@@ -38,3 +39,5 @@ class Gateway:
     # Per-app state of plugins (metrics registry, task engine, ...), keyed by plugin name, so that
     # no plugin needs module-level mutable state.
     extensions: dict[str, object] = field(default_factory=dict)
+    # Requests in flight and the drain on shutdown (``shutdown_grace_s``).
+    lifecycle: Lifecycle = field(default_factory=lambda: Lifecycle(30.0))
