@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import msgspec
 
 from gateway.relay.translation import ProtocolAdapter
+from gateway.tasks.upstream import TaskHttp
 from gateway.upstream.pool import Target
 
 if TYPE_CHECKING:
     from gateway.settings.config import UpstreamConfig
     from gateway.storage.rows import TaskRecord
-    from gateway.tasks.upstream import TaskHttp
 
 __all__ = ["Candidate", "Phase", "Snapshot", "Submitted", "TaskAdapter", "TaskFamily"]
 

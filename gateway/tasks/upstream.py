@@ -26,7 +26,6 @@ from gateway.runtime.observe import current_request_id
 from gateway.runtime.secrets_scrub import scrub_secrets
 from gateway.settings.config import UpstreamConfig
 from gateway.storage.rows import TaskRecord
-from gateway.tasks.family import Snapshot
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, retry_after_s, upstream_io
 from gateway.upstream.client import USER_AGENT, AnswerTooLarge, Destination, body_payload
@@ -223,13 +222,16 @@ async def _read_within(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     return b"".join(parts)
 
 
+_Snapshot = TypeVar("_Snapshot")  # a family's ``Snapshot`` (``gateway.tasks.family``, which imports this)
+
+
 async def poll_each(http: TaskHttp, upstream: UpstreamConfig, tasks: Sequence[TaskRecord],
                     path: Callable[[str], str], what: str,
-                    read: Callable[[TaskRecord, bytes], Snapshot]) -> dict[str, Snapshot]:
+                    read: Callable[[TaskRecord, bytes], _Snapshot]) -> dict[str, _Snapshot]:
     """``TaskFamily.poll`` for an API without a batch query: one GET of ``path(upstream id)`` per
     task, read by ``read``. A 404 leaves the task out (forgotten: the engine fails and refunds
     it); another 4xx raises ``UpstreamError`` naming ``what`` was asked ("the task status")."""
-    found: dict[str, Snapshot] = {}
+    found: dict[str, _Snapshot] = {}
     for task in tasks:
         reply = await http.call(upstream, "GET", path(task.upstream_task_id))
         if reply.status == 404:
