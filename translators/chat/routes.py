@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.api import documented, endpoint
+from gateway.api import documented, endpoint, serve_embeddings, serve_generate
 from translators.chat.completions import COMPLETIONS
 from translators.chat.embeddings import EMBEDDINGS
 from translators.chat.frontend import CHAT
@@ -20,24 +20,18 @@ from translators.chat.wire import ChatCompletionRequest, CompletionRequest, Embe
 @endpoint("chat")
 @documented("Create a chat completion", request=ChatCompletionRequest, stream=True)
 async def chat_completions(request: Request) -> Response:
-    from gateway.api import serve_generate
-
     return await serve_generate(request, CHAT)
 
 
 @endpoint("chat")
 @documented("Create a completion (legacy)", request=CompletionRequest, stream=True)
 async def completions(request: Request) -> Response:
-    from gateway.api import serve_generate
-
     return await serve_generate(request, COMPLETIONS)
 
 
 @endpoint("chat")
 @documented("Create embeddings", request=EmbeddingsRequest)
 async def embeddings(request: Request) -> Response:
-    from gateway.api import serve_embeddings
-
     return await serve_embeddings(request, EMBEDDINGS)
 
 

@@ -22,6 +22,7 @@ from gateway.api import (
     get_gateway,
     read_json_body,
     request_id,
+    serve_generate,
 )
 from gateway.api.relay import (
     Target,
@@ -42,8 +43,6 @@ COUNT_PATH = "/v1/messages/count_tokens"
 
 @documented("Create a message", request=MessagesRequest, stream=True)
 async def create_message(request: Request) -> Response:
-    from gateway.api import serve_generate
-
     return await serve_generate(request, MESSAGES)
 
 

@@ -30,6 +30,8 @@ from gateway.api import (
     get_gateway,
     read_json_body,
     request_id,
+    serve_embeddings,
+    serve_generate,
 )
 from gateway.api.relay import (
     Target,
@@ -98,8 +100,6 @@ def _count(body: bytes, model: str) -> tuple[str, int]:
 @documented("Embed contents in a batch", request=BatchEmbedContentsRequest,
             path={"method": "batchEmbedContents"})
 async def model_method(request: Request) -> Response:
-    from gateway.api import serve_embeddings, serve_generate
-
     model = model_from_path(request.path_params["model"])
     method = request.path_params["method"]
     if method in GENERATE:

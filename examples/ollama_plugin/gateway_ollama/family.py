@@ -1,4 +1,4 @@
-"""The Ollama family as the core sees it (``gateway.relay.families.WireFamily``).
+"""The Ollama family as the core sees it (``gateway.api.WireFamily``).
 
 Ollama itself has no authentication; in front of a shared server (and on Ollama's cloud) the key
 rides as ``Authorization: Bearer <key>``, which is what the official client sends when given

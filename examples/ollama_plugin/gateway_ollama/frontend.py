@@ -1,4 +1,4 @@
-"""The Frontends of ``/api/chat`` and ``/api/generate`` (``gateway.relay.translation.Frontend``).
+"""The Frontends of ``/api/chat`` and ``/api/generate`` (``gateway.api.Frontend``).
 
 ``peek`` decodes and validates the whole request, so that a malformed body is a 400 naming the
 field even when the upstream speaks Ollama too and would get the bytes untouched (this family is

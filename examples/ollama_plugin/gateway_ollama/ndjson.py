@@ -2,7 +2,7 @@
 
 Ollama streams one JSON object per line (``application/x-ndjson``); a network chunk may end in the
 middle of a line, or hold many. A CR before the newline is tolerated; blank lines are skipped. An
-unterminated line is held in the core's ``FrameBuffer`` (``gateway.wire.frames``): joined once when
+unterminated line is held in the core's ``FrameBuffer`` (``gateway.api.wire``): joined once when
 it ends, and at most ``limits.stream_element_bytes`` of it (past that ``FrameTooLarge``, which the
 relay takes for a failed upstream).
 """

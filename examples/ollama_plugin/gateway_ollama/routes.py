@@ -1,9 +1,9 @@
 """The family's endpoints: ``/api/chat``, ``/api/generate``, ``/api/embed``, ``/api/embeddings``
-(through the core pipeline, ``gateway.relay.pipeline``) and ``/api/tags`` (the models the key may use)."""
+(through the core pipeline, ``gateway.api.serve_generate``) and ``/api/tags`` (the models the key may use)."""
 
 from __future__ import annotations
 
-from gateway.api import ModelConfig, endpoint, get_gateway, json_response
+from gateway.api import ModelConfig, endpoint, get_gateway, json_response, serve_embeddings, serve_generate
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -22,29 +22,21 @@ LEGACY_EMBEDDINGS = LegacyEmbeddingsFrontend()
 
 @endpoint(FAMILY)
 async def chat(request: Request) -> Response:
-    from gateway.api import serve_generate
-
     return await serve_generate(request, CHAT)
 
 
 @endpoint(FAMILY)
 async def generate(request: Request) -> Response:
-    from gateway.api import serve_generate
-
     return await serve_generate(request, GENERATE)
 
 
 @endpoint(FAMILY)
 async def embed(request: Request) -> Response:
-    from gateway.api import serve_embeddings
-
     return await serve_embeddings(request, EMBED)
 
 
 @endpoint(FAMILY)
 async def embeddings(request: Request) -> Response:
-    from gateway.api import serve_embeddings
-
     return await serve_embeddings(request, LEGACY_EMBEDDINGS)
 
 
