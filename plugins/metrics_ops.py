@@ -1,5 +1,9 @@
 """The operator series of ``GET /metrics`` beside the per-call ones of ``plugins.metrics``:
 
+* ``gateway_refusal_logs_dropped_total``: refusals not written to the request log (their queue,
+  ``logs.refusal_queue_max``, was full); ``gateway_request_log_pruned_total``: rows retention deleted
+* ``gateway_uncharged_requests_total``, ``gateway_uncharged_usd_total``: served cost that could
+  not be charged (balance or key ceiling exhausted; docs/money.md);
 * ``gateway_http_requests_total{method, route, status}``: every HTTP request, refusals (401, 404,
   413, 429) included; ``route`` is the route template (``unmatched`` when no route knows the path);
 * ``gateway_requests_in_flight``: HTTP requests being served now;
@@ -14,107 +18,162 @@
   ``gateway_ratelimit_redis_unavailable_total{decision}``: rate-limited calls that Redis could not
   count, ``allowed`` or ``refused`` by ``ratelimit.on_redis_error``.
 
-Per process, like the rest of ``/metrics``.
+Spend and time to first token are fed with each call (``CallSeries``); the rest is read from the
+gateway's own counters when a scrape asks (``OperatorSeries.update``), not counted twice on the
+request path.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Literal
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from gateway.accounts.metering.retention import RETENTION
 from gateway.accounts.records import RequestLog
 from gateway.runtime.context import Gateway
 from gateway.runtime.observe import group_of, http_stats
-from plugins.metrics import BUCKETS_S, _family, _Histogram, _labels
+from gateway.runtime.outage import Outage
+
+MAX_GROUPS = 100  # groups come from the config and the admin API; bounded all the same
+
+LabelValues = tuple[str, ...]
+# How prometheus_client's multiprocess mode joins the workers' values of a gauge: each live
+# worker's own (a ``pid`` label), or their sum.
+WorkersJoin = Literal["liveall", "livesum"]
 
 
 class CallSeries:
     """Spend and time to first token, fed with each metered call (``Metrics.observe``)."""
 
-    def __init__(self) -> None:
-        self.spend_nano: defaultdict[tuple[str, str], int] = defaultdict(int)
-        self.ttft: defaultdict[str, _Histogram] = defaultdict(_Histogram)
+    def __init__(self, registry: CollectorRegistry, buckets: tuple[float, ...]) -> None:
+        self.spend = Counter("gateway_spend_usd", "Charged cost of metered calls by model and user group.",
+                             ("model", "group"), registry=registry)
+        self.ttft = Histogram("gateway_time_to_first_token_seconds",
+                              "Streams: from arrival to the upstream's first chunk, by model.", ("model",),
+                              buckets=buckets, registry=registry)
         self._groups: set[str] = set()
 
     def observe(self, log: RequestLog, model: str) -> None:
         if log.charge_nano:
-            self.spend_nano[(model, self._group(group_of(log)))] += log.charge_nano
+            self.spend.labels(model, self._group(group_of(log))).inc(log.charge_nano / 1e9)
         if log.is_stream and log.first_byte_ms is not None:
-            self.ttft[model].observe(log.first_byte_ms / 1000)
+            self.ttft.labels(model).observe(log.first_byte_ms / 1000)
 
     def _group(self, group: str) -> str:
-        # Groups come from the config and the admin API; bounded all the same.
-        if group not in self._groups and len(self._groups) >= 100:
+        if group not in self._groups and len(self._groups) >= MAX_GROUPS:
             return "other"
         self._groups.add(group)
         return group
 
-    def render(self, out: list[str]) -> None:
-        _family(out, "gateway_spend_usd_total", "counter",
-                "Charged cost of metered calls by model and user group.")
-        for (model, group), nano in sorted(self.spend_nano.items()):
-            out.append(f"gateway_spend_usd_total{_labels(model=model, group=group)} {nano / 1e9:.9f}")
-        _family(out, "gateway_time_to_first_token_seconds", "histogram",
-                "Streams: from arrival to the upstream's first chunk, by model.")
-        for model, hist in sorted(self.ttft.items()):
-            cumulative = 0
-            for bound, n in zip((*BUCKETS_S, "+Inf"), hist.buckets, strict=True):
-                cumulative += n
-                labels = _labels(model=model, le=str(bound))
-                out.append(f"gateway_time_to_first_token_seconds_bucket{labels} {cumulative}")
-            out.append(f"gateway_time_to_first_token_seconds_sum{_labels(model=model)} {hist.total:.6f}")
-            out.append(f"gateway_time_to_first_token_seconds_count{_labels(model=model)} {hist.count}")
+
+class _Follower:
+    """A prometheus_client counter that follows a running total the gateway keeps elsewhere: each
+    update adds what the total grew by since the last one."""
+
+    def __init__(self, counter: Counter, scale: float = 1.0) -> None:
+        self.counter = counter
+        self.scale = scale
+        self._seen: dict[LabelValues, float] = {}
+
+    def follow(self, totals: Iterable[tuple[LabelValues, float]]) -> None:
+        for labels, total in totals:
+            last = self._seen.get(labels, 0)
+            child = self.counter.labels(*labels) if labels else self.counter
+            if total != last:
+                # A total below the last one started again (an upstream pool rebuilt by a reload).
+                child.inc((total - last if total > last else total) * self.scale)
+                self._seen[labels] = total
 
 
-def render_ops(gateway: Gateway, calls: CallSeries) -> str:
-    out: list[str] = []
-    stats = http_stats(gateway)
-    _family(out, "gateway_http_requests_total", "counter", "Every HTTP request by method, route and status.")
-    for (method, route, status), n in sorted(stats.requests.items()):
-        out.append(f"gateway_http_requests_total{_labels(method=method, route=route, status=status)} {n}")
-    _family(out, "gateway_requests_in_flight", "gauge", "HTTP requests being served.")
-    out.append(f"gateway_requests_in_flight {stats.in_flight}")
-    calls.render(out)
-    pool = gateway.upstreams
-    names = [up.name for up in gateway.config.upstreams]
-    health = {name: pool.health.stats(name) for name in names}
-    per_upstream: list[tuple[str, str, str, dict[str, int | float]]] = [
-        ("gateway_upstream_cooling_down", "gauge", "1 while the upstream is left out after a failure.",
-         {n: int(pool.cooling_until(n) is not None) for n in names}),
-        ("gateway_upstream_failures_total", "counter", "Failed upstream attempts since start.",
-         {n: pool.failures_total.get(n, 0) for n in names}),
-        ("gateway_upstream_cooldowns_total", "counter", "Times the upstream was cooled down since start.",
-         {n: pool.cooldowns_total.get(n, 0) for n in names}),
-        ("gateway_upstream_error_ratio", "gauge", "Failed share of the upstream's attempts, last 5 minutes.",
-         {n: health[n].error_rate for n in names}),
-        ("gateway_upstream_latency_seconds", "gauge",
-         "Mean time to the first byte of the upstream's successful attempts, last 5 minutes.",
-         {n: round(h.latency_ms / 1000, 4) for n, h in health.items() if h.latency_ms is not None}),
-    ]
-    for metric, kind, help_text, values in per_upstream:
-        _family(out, metric, kind, help_text)
-        out.extend(f"{metric}{_labels(upstream=name)} {value}" for name, value in values.items())
-    _render_dependencies(gateway, out)
-    return "\n".join(out) + "\n"
+class _Levels:
+    """A gauge set from the gateway's state; labels that are gone from it are removed."""
+
+    def __init__(self, gauge: Gauge) -> None:
+        self.gauge = gauge
+        self._shown: set[LabelValues] = set()
+
+    def show(self, values: Mapping[LabelValues, float]) -> None:
+        for labels, value in values.items():
+            (self.gauge.labels(*labels) if labels else self.gauge).set(value)
+        for labels in self._shown - values.keys():
+            self.gauge.remove(*labels)
+        self._shown = set(values)
 
 
-def _render_dependencies(gateway: Gateway, out: list[str]) -> None:
-    from gateway.accounts.ratelimit import EXTENSION, RateLimiter, RedisBackend
+class OperatorSeries:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(name: str, help_text: str, *labels: str, scale: float = 1.0) -> _Follower:
+            return _Follower(Counter(name, help_text, labels, registry=registry), scale)
 
-    outages = {}
-    if gateway.storage.outage is not None:
-        outages["database"] = gateway.storage.outage
-    limiter = gateway.extensions.get(EXTENSION)
-    redis = limiter.backend if isinstance(limiter, RateLimiter) else None
-    if isinstance(redis, RedisBackend):
-        outages["redis"] = redis.outage
-    _family(out, "gateway_dependency_up", "gauge", "1 while the shared service answered this process last.")
-    out.extend(f"gateway_dependency_up{_labels(dependency=name)} {int(not o.down)}"
-               for name, o in outages.items())
-    _family(out, "gateway_dependency_outages_total", "counter", "Outages of the shared service seen.")
-    out.extend(f"gateway_dependency_outages_total{_labels(dependency=name)} {o.outages_total}"
-               for name, o in outages.items())
-    _family(out, "gateway_ratelimit_redis_unavailable_total", "counter",
-            "Rate-limited calls decided by ratelimit.on_redis_error while Redis did not answer.")
-    if isinstance(redis, RedisBackend):
-        out.extend(f"gateway_ratelimit_redis_unavailable_total{_labels(decision=d)} {n}"
-                   for d, n in redis.decided.items())
+        def gauge(name: str, help_text: str, *labels: str, workers: WorkersJoin = "liveall") -> _Levels:
+            return _Levels(Gauge(name, help_text, labels, registry=registry, multiprocess_mode=workers))
+
+        self.uncharged_calls = counter(
+            "gateway_uncharged_requests",
+            "Served calls whose actual cost exceeded what the balance or key ceiling still allowed.")
+        self.uncharged_usd = counter(
+            "gateway_uncharged_usd", "Cost of served calls that could not be charged.", scale=1e-9)
+        self.refusals_dropped = counter(
+            "gateway_refusal_logs_dropped",
+            "Refused requests whose request-log row was not written: the refusal queue was full.")
+        self.logs_pruned = counter(
+            "gateway_request_log_pruned", "Request-log rows deleted by retention (logs.retain_days).")
+        self.http_requests = counter(
+            "gateway_http_requests", "Every HTTP request by method, route and status.",
+            "method", "route", "status")
+        self.in_flight = gauge("gateway_requests_in_flight", "HTTP requests being served.", workers="livesum")
+        self.cooling_down = gauge("gateway_upstream_cooling_down",
+                                  "1 while the upstream is left out after a failure.", "upstream")
+        self.failures = counter(
+            "gateway_upstream_failures", "Failed upstream attempts since start.", "upstream")
+        self.cooldowns = counter(
+            "gateway_upstream_cooldowns", "Times the upstream was cooled down since start.", "upstream")
+        self.error_ratio = gauge("gateway_upstream_error_ratio",
+                                 "Failed share of the upstream's attempts, last 5 minutes.", "upstream")
+        self.latency = gauge(
+            "gateway_upstream_latency_seconds",
+            "Mean time to the first byte of the upstream's successful attempts, last 5 minutes.", "upstream")
+        self.dependency_up = gauge("gateway_dependency_up",
+                                   "1 while the shared service answered this process last.", "dependency")
+        self.outages = counter(
+            "gateway_dependency_outages", "Outages of the shared service seen.", "dependency")
+        self.redis_unavailable = counter(
+            "gateway_ratelimit_redis_unavailable",
+            "Rate-limited calls decided by ratelimit.on_redis_error while Redis did not answer.", "decision")
+
+    def update(self, gateway: Gateway) -> None:
+        """Bring the series up to the gateway's counters now (cheap: a few dozen numbers)."""
+        self.uncharged_calls.follow([((), gateway.meter.uncharged_calls)])
+        self.uncharged_usd.follow([((), gateway.meter.uncharged_nano)])
+        self.refusals_dropped.follow([((), gateway.meter.refusals_dropped)])
+        retention = gateway.extensions.get(RETENTION)
+        self.logs_pruned.follow([((), getattr(retention, "deleted", 0))])
+        stats = http_stats(gateway)
+        self.http_requests.follow(stats.requests.items())
+        self.in_flight.show({(): stats.in_flight})
+        pool = gateway.upstreams
+        names = [up.name for up in gateway.config.upstreams]
+        health = {name: pool.health.stats(name) for name in names}
+        self.cooling_down.show({(n,): int(pool.cooling_until(n) is not None) for n in names})
+        self.failures.follow(((n,), pool.failures_total.get(n, 0)) for n in names)
+        self.cooldowns.follow(((n,), pool.cooldowns_total.get(n, 0)) for n in names)
+        self.error_ratio.show({(n,): health[n].error_rate for n in names})
+        self.latency.show({(n,): round(h.latency_ms / 1000, 4) for n, h in health.items()
+                           if h.latency_ms is not None})
+        self._update_dependencies(gateway)
+
+    def _update_dependencies(self, gateway: Gateway) -> None:
+        from gateway.accounts.ratelimit import EXTENSION, RateLimiter, RedisBackend
+
+        outages: dict[str, Outage] = {}
+        if gateway.storage.outage is not None:
+            outages["database"] = gateway.storage.outage
+        limiter = gateway.extensions.get(EXTENSION)
+        redis = limiter.backend if isinstance(limiter, RateLimiter) else None
+        if isinstance(redis, RedisBackend):
+            outages["redis"] = redis.outage
+            self.redis_unavailable.follow(((decision,), n) for decision, n in redis.decided.items())
+        self.dependency_up.show({(name,): int(not o.down) for name, o in outages.items()})
+        self.outages.follow(((name,), o.outages_total) for name, o in outages.items())

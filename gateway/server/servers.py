@@ -45,7 +45,8 @@ log = logging.getLogger("gateway.server.serve")
 
 DEFAULT_SERVER = "granian"
 SERVERS = ("granian", "uvicorn", "hypercorn")
-METRICS_DIR_ENV = "GATEWAY_METRICS_DIR"  # plugins.metrics_share reads it (gateway/ never imports plugins)
+# Where the workers share their metrics (prometheus_client's multiprocess mode: plugins/metrics_workers.py).
+METRICS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 FACTORY_ENV = "GATEWAY_SERVER_FACTORY"  # the real factory, for worker_factory in worker processes
 
 
@@ -118,9 +119,11 @@ def run(server: str, factory: str, listen: Listen) -> int:
     if server == "granian" or listen.workers > 1:  # the app runs in worker processes
         os.environ[FACTORY_ENV] = factory
         factory = "gateway.server.servers:worker_factory"
-    if listen.workers <= 1:
+    if listen.workers <= 1:  # one process: its metrics stay in its memory
+        os.environ.pop(METRICS_DIR_ENV, None)
         return runners[server](factory, listen)
-    # Where the workers share their metrics (plugins/metrics_share.py): a scrape reaches one worker.
+    # A scrape reaches one worker; every worker's series are kept in a directory of this server's
+    # own, new and empty (a directory reused from an earlier run would add its counts to this one's).
     import shutil
     import tempfile
 

@@ -137,7 +137,8 @@ async def test_server_serves_charges_and_stops(server: str, workers: int, tmp_pa
                          if u["id"] == user["id"])
             assert after["used_usd"] > 0
             assert after["quota_usd"] + after["used_usd"] == pytest.approx(10, abs=1e-9)
-            # Whichever worker answers, /metrics counts every worker's calls (labelled by worker).
+            # Whichever worker answers, /metrics counts every worker's calls (summed over them; the
+            # gauges of each worker's own state are labelled with its pid).
             for _ in range(100):
                 async with session.get(base + "/metrics") as resp:
                     text = await resp.text()
@@ -145,7 +146,7 @@ async def test_server_serves_charges_and_stops(server: str, workers: int, tmp_pa
                     break
                 await asyncio.sleep(0.1)
             assert metered_calls(text) == CALLS + 2, text
-            assert ('worker="' in text) == (workers > 1)
+            assert ('gateway_upstream_cooling_down{pid="' in text) == (workers > 1)
     finally:
         code = await stop(proc)
     assert code == 0, log_path.read_text(errors="replace")[-3000:]
