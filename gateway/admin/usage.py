@@ -164,10 +164,11 @@ async def usage_route(request: Request) -> Response:
     _ops(request)  # the admin key
     bucket: Bucket = _choice(request, "bucket", ("hour", "day", "month"), "day")  # type: ignore[assignment]
     group_by: GroupBy | None = _choice(request, "group_by", _GROUP_BY, None)  # type: ignore[assignment]
-    since, until = bucket_range(bucket, int_query(request, "since", 0, INT64_MAX // 2),
-                                int_query(request, "until", 0, INT64_MAX // 2), time.time())
-    if until <= since:
+    asked_since = int_query(request, "since", 0, INT64_MAX // 2)
+    asked_until = int_query(request, "until", 0, INT64_MAX // 2)
+    if asked_since is not None and asked_until is not None and asked_until <= asked_since:
         raise InvalidRequest("Invalid value for `until`: it must be after `since`.", param="until")
+    since, until = bucket_range(bucket, asked_since, asked_until, time.time())
     if bucket_count(bucket, since, until) > MAX_BUCKETS:
         raise InvalidRequest(f"Invalid range: at most {MAX_BUCKETS} buckets of a {bucket} "
                              "(use a larger bucket or a shorter range).", param="since")
