@@ -30,14 +30,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.accounts.catalogue import Catalogue
-from gateway.accounts.records import RequestLog
-from gateway.edge.http import endpoint, get_gateway
-from gateway.edge.openapi import documented
-from gateway.hooks.specs import hookimpl
-from gateway.relay.families import DEFAULT_FAMILY
-from gateway.runtime.context import Gateway
-from gateway.storage.rows import SoftLimitCrossing
+from gateway.api import DEFAULT_FAMILY, Gateway, documented, endpoint, get_gateway, hookimpl
+from gateway.api.accounts import Catalogue, RequestLog, SoftLimitCrossing
 from plugins.metrics_ops import CallSeries, OperatorSeries
 from plugins.metrics_workers import Workers
 

@@ -30,11 +30,17 @@ from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from gateway.accounts.metering.retention import RETENTION
-from gateway.accounts.records import RequestLog
-from gateway.runtime.context import Gateway
-from gateway.runtime.observe import group_of, http_stats
-from gateway.runtime.outage import Outage
+from gateway.api import Gateway
+from gateway.api.accounts import RequestLog
+from gateway.api.ops import (
+    LOG_RETENTION_EXTENSION,
+    RATE_LIMIT_EXTENSION,
+    Outage,
+    RateLimiter,
+    RedisBackend,
+    group_of,
+    http_stats,
+)
 
 MAX_GROUPS = 100  # groups come from the config and the admin API; bounded all the same
 
@@ -148,7 +154,7 @@ class OperatorSeries:
         self.uncharged_calls.follow([((), gateway.meter.uncharged_calls)])
         self.uncharged_usd.follow([((), gateway.meter.uncharged_nano)])
         self.refusals_dropped.follow([((), gateway.meter.refusals_dropped)])
-        retention = gateway.extensions.get(RETENTION)
+        retention = gateway.extensions.get(LOG_RETENTION_EXTENSION)
         self.logs_pruned.follow([((), getattr(retention, "deleted", 0))])
         stats = http_stats(gateway)
         self.http_requests.follow(stats.requests.items())
@@ -165,12 +171,10 @@ class OperatorSeries:
         self._update_dependencies(gateway)
 
     def _update_dependencies(self, gateway: Gateway) -> None:
-        from gateway.accounts.ratelimit import EXTENSION, RateLimiter, RedisBackend
-
         outages: dict[str, Outage] = {}
         if gateway.storage.outage is not None:
             outages["database"] = gateway.storage.outage
-        limiter = gateway.extensions.get(EXTENSION)
+        limiter = gateway.extensions.get(RATE_LIMIT_EXTENSION)
         redis = limiter.backend if isinstance(limiter, RateLimiter) else None
         if isinstance(redis, RedisBackend):
             outages["redis"] = redis.outage
