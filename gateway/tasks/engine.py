@@ -49,6 +49,7 @@ from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement, TaskRe
 from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
 from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, Submitted, TaskFamily
 from gateway.tasks.media import MediaLinks
+from gateway.tasks.poller import Poller
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination
 from gateway.tasks.upstream import TaskHttp
 from gateway.upstream.attempt import Failover, UpstreamFailure
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from gateway.runtime.context import Gateway
-    from gateway.tasks.poller import Poller
 
 __all__ = ["NewTask", "TaskEngine", "engine_of"]
 
@@ -119,8 +119,6 @@ class TaskEngine:
 
     # --- life cycle ------------------------------------------------------------------------------
     async def start(self) -> None:
-        from gateway.tasks.poller import Poller
-
         await self.media.load_key()
         await self.sender.start()
         self.outbox.start()

@@ -20,25 +20,53 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
+from gateway.runtime.context import Gateway
 from gateway.runtime.errors import GatewayError
+from gateway.settings.config import TasksConfig
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import TaskRecord
-from gateway.tasks.family import TaskFamily
+from gateway.tasks.family import Snapshot, TaskFamily
+from gateway.tasks.upstream import TaskHttp
 from gateway.upstream.attempt import UpstreamFailure
 
-if TYPE_CHECKING:
-    from gateway.tasks.engine import TaskEngine
-
-__all__ = ["Poller"]
+__all__ = ["PolledEngine", "Poller"]
 
 log = logging.getLogger(__name__)
 
 
+class PolledEngine(Protocol):
+    """What the poller asks of the task engine (``gateway.tasks.engine.TaskEngine``, which starts
+    it): where the tasks are and the transitions a poll's answer leads to."""
+
+    @property
+    def gateway(self) -> Gateway: ...
+
+    @property
+    def families(self) -> Mapping[str, TaskFamily]: ...
+
+    @property
+    def settings(self) -> TasksConfig: ...
+
+    @property
+    def lease_s(self) -> float: ...
+
+    @property
+    def http(self) -> TaskHttp: ...
+
+    async def apply(self, family: TaskFamily, task: TaskRecord, snap: Snapshot | None,
+                    now: float) -> TaskRecord | None: ...
+
+    async def reschedule(self, task: TaskRecord, now: float) -> TaskRecord | None: ...
+
+    async def fail(self, family: TaskFamily, task: TaskRecord, reason: str, *,
+                   log_status: int = 200) -> TaskRecord | None: ...
+
+
 class Poller:
-    def __init__(self, engine: TaskEngine, *, claim_limit: int = 200, concurrency: int = 8) -> None:
+    def __init__(self, engine: PolledEngine, *, claim_limit: int = 200, concurrency: int = 8) -> None:
         self.engine = engine
         settings = engine.settings
         # Often enough that a task is asked about close to when it is due, never a busy loop.
