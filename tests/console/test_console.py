@@ -146,7 +146,7 @@ async def test_admin_tops_up_and_the_user_sees_it(gw: Any, console: Any) -> None
     created = await gw.create_user(hostile, quota_usd=3)
     admin = await c.open()
     await sign_in(admin, "admin", ADMIN_KEY)
-    await admin.wait_for_selector(f"[data-user='{gw.user['name']}']")
+    await goto(admin, "#/admin/users", f"[data-user='{gw.user['name']}']")
     assert await admin.locator("img").count() == 0
     assert hostile in await admin.locator("tbody").inner_text()
     await c.shot(admin, "admin-users")
@@ -217,7 +217,8 @@ async def test_key_settings_and_admin_user_management(gw: Any, console: Any) -> 
     # The admin creates a user in the console, then disables them: their key stops.
     admin = await c.open()
     await sign_in(admin, "admin", ADMIN_KEY)
-    await admin.click("text=New user")
+    await goto(admin, "#/admin/users", "[data-test=new-user]")
+    await admin.click("[data-test=new-user]")
     await admin.fill("input[name=name]", "made-in-console")
     await admin.fill("input[name=quota_usd]", "4")
     await admin.click("[data-test=save-user]")

@@ -2,6 +2,7 @@
 // Nothing secret ever goes into the URL: the credential is in sessionStorage (api.js).
 
 import * as admin from "./admin.js";
+import { overview } from "./admin_overview.js";
 import * as people from "./admin_users.js";
 import { api, session } from "./api.js";
 import { h, mount } from "./dom.js";
@@ -18,6 +19,7 @@ const USER_PAGES = {
   "/playground": ["Playground", playground],
 };
 const ADMIN_PAGES = {
+  "/admin/overview": ["Overview", overview],
   "/admin/users": ["Users", people.users],
   "/admin/keys": ["Keys", people.keys],
   "/admin/logs": ["Request log", admin.logs],
@@ -53,7 +55,7 @@ function signIn(message) {
       // Prove the credential before keeping it.
       await api("GET", role.value === "admin" ? "/admin/users" : "/api/user/self", undefined, value);
       session.set(role.value, value);
-      location.hash = role.value === "admin" ? "#/admin/users" : "#/dashboard";
+      location.hash = role.value === "admin" ? "#/admin/overview" : "#/dashboard";
       render();
     } catch (error) {
       mount(err, errorBox(error.status === 401 ? new Error("That credential was refused.") : error));

@@ -33,8 +33,11 @@ export function select(name, options, value) {
 
 /** Run `action` with `el` disabled (and marked busy) until it settles: a second click while the
  * first is in flight does nothing, so a double click never submits twice. */
+let acting = null; // the control whose action is running (disabled, so no longer focused)
+
 export async function busy(el, action) {
   if (el.disabled) return undefined;
+  acting = el;
   el.disabled = true;
   el.setAttribute("aria-busy", "true");
   try {
@@ -42,6 +45,7 @@ export async function busy(el, action) {
   } finally {
     el.disabled = false;
     el.removeAttribute("aria-busy");
+    if (acting === el) acting = null;
   }
 }
 
@@ -100,11 +104,24 @@ const FOCUSABLE = "a[href], button:not([disabled]), input:not([disabled]), selec
   + "textarea:not([disabled]), [tabindex]:not([tabindex='-1'])";
 let dialogSeq = 0;
 
+/** Focus back on `el` (what opened a dialog) once it can take it: its button may still be
+ * disabled for the rest of its action, or gone when the page re-drew; then the content. */
+function restoreFocus(el, tries = 40) {
+  setTimeout(() => {
+    if (document.querySelector("dialog[open]")) return; // another dialog took over
+    if (el && el.isConnected && !el.disabled && typeof el.focus === "function") el.focus();
+    else if (el && el.isConnected && tries > 0) restoreFocus(el, tries - 1);
+    else document.getElementById("app")?.focus();
+  }, tries === 40 ? 0 : 50);
+}
+
 /** A modal dialog (<dialog> shown modal: the page under it is inert). Tab stays inside it, Escape
  * closes it, and focus goes back to what had it before. Resolves `closed` when it closes. */
 export function panel(title, body, actions, { onClose } = {}) {
   const titleId = `dialog-title-${++dialogSeq}`;
-  const before = document.activeElement;
+  // What opened the dialog gets focus back: a button running its action lost focus when it was
+  // disabled, so it is taken from `busy`.
+  const before = acting || document.activeElement;
   const box = h("dialog", { class: "panel", "aria-labelledby": titleId },
     h("h2", { id: titleId }, title), body, h("div", { class: "actions" }, actions));
   let open = true;
@@ -113,9 +130,8 @@ export function panel(title, body, actions, { onClose } = {}) {
     open = false;
     if (box.open) box.close();
     box.remove();
-    if (before && before.isConnected && typeof before.focus === "function") before.focus();
-    else document.getElementById("app")?.focus();
     if (onClose) onClose();
+    restoreFocus(before);
   };
   box.addEventListener("cancel", (event) => { event.preventDefault(); close(); }); // Escape
   box.addEventListener("keydown", (event) => {
