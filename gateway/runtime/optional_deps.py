@@ -11,12 +11,10 @@ gateway/accounts/ratelimit.py). The servers' extras are checked by gateway/serve
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
+from gateway.settings.schema import Config
 from gateway.storage import POSTGRES_PREFIXES
-
-if TYPE_CHECKING:
-    from gateway.settings.config import Config
 
 
 class Extra(NamedTuple):

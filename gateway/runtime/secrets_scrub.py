@@ -21,13 +21,10 @@ import base64
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
 from gateway.runtime.observe import current_scope
-
-if TYPE_CHECKING:
-    from gateway.settings.config import Config, UpstreamConfig
+from gateway.settings.schema import Config, UpstreamConfig
 
 __all__ = ["PLACEHOLDER", "SecretScrubber", "is_credential_name", "redact_query", "redact_url",
            "scrub_secrets", "upstream_secrets", "without_empty_credentials"]

@@ -7,15 +7,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 
 from gateway.runtime.secrets_scrub import redact_url
-
-if TYPE_CHECKING:
-    from gateway.settings.config import Config, UpstreamConfig
+from gateway.settings.schema import Config, UpstreamConfig
 
 # An entry made of digits, dots, colons and a slash is meant as an address: one that does not parse
 # (``10.0.0.0/33``) must not silently become a host name that nothing matches.
