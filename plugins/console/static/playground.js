@@ -45,8 +45,10 @@ export async function playground(root, params) {
       chatModels = chatModels || new Set((await api("GET", "/api/console/models")).data.filter((m) => m.chat).map((m) => m.id));
       const body = await api("GET", "/v1/models", undefined, secret);
       const usable = body.data.filter((m) => chatModels.has(m.id));
+      const previous = modelSelect.value;
       mount(modelSelect, usable.length ? usable.map((m) => h("option", { value: m.id }, m.id))
         : h("option", { value: "" }, "no chat model for this key"));
+      if (usable.some((m) => m.id === previous)) modelSelect.value = previous; // keep the choice
       mount(status, `${usable.length} chat model(s) this key may use.`);
     } catch (e) {
       mount(modelSelect, h("option", { value: "" }, "—"));
