@@ -128,7 +128,9 @@ class EdgeMiddleware:
         state[STATE_KEY] = request_scope
         id_header = (_REQUEST_ID_HEADER, rid.encode("ascii"))
         stats = self._http_stats(scope)
-        request_scope.scrubber = self._scrubber
+        # the gateway's, which a config reload replaces (a bare app's: the one made here)
+        reloaded = self._gateway.scrubber if self._gateway is not None else None
+        request_scope.scrubber = reloaded if reloaded is not None else self._scrubber
         status = 0
 
         async def edge_send(message: Message) -> None:

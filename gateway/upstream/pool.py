@@ -70,10 +70,7 @@ class UpstreamPool:
     def __init__(self, config: Config, adapters: Mapping[str, ProtocolAdapter]) -> None:
         self._config = config
         self._adapters = adapters
-        self._targets: dict[str, list[Target]] = defaultdict(list)
-        for upstream in config.upstreams:
-            for public, private in upstream.model_map().items():
-                self._targets[public].append(Target(upstream, private))
+        self._targets = self._routing(config)
         self._cool_until: dict[str, float] = {}
         self.health = UpstreamHealth()  # recent attempts, for GET /admin/upstreams
         # Since start, per upstream (``/metrics``): failed attempts, and how often it was cooled down.
@@ -81,9 +78,25 @@ class UpstreamPool:
         self.cooldowns_total: defaultdict[str, int] = defaultdict(int)
         self.http = UpstreamClient(config.limits)
         self._rng = random.Random()
-        # (upstream, path, model) -> where a text call goes: this pool's config never changes (a
-        # reload makes a new pool), and the same few calls are made on every request.
+        # (upstream, path, model) -> where a text call goes: the same few calls are made on every
+        # request (emptied by a reload).
         self._destinations: dict[tuple[str, str, str], Destination] = {}
+
+    @staticmethod
+    def _routing(config: Config) -> dict[str, list[Target]]:
+        targets: dict[str, list[Target]] = defaultdict(list)
+        for upstream in config.upstreams:
+            for public, private in upstream.model_map().items():
+                targets[public].append(Target(upstream, private))
+        return targets
+
+    def reconfigure(self, config: Config) -> None:
+        """A reloaded config's upstreams (``gateway.runtime.reload``): routing for calls that start
+        from now on; the health of an upstream that keeps its name, and the pooled connections,
+        stay. A call in flight keeps the targets it started with."""
+        self._targets = self._routing(config)
+        self._config = config
+        self._destinations = {}
 
     async def start(self) -> None:
         await self.http.start()
