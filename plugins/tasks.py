@@ -26,6 +26,11 @@ async def gateway_startup(gateway: Gateway) -> None:
 
 
 @hookimpl
+def gateway_config_reloaded(gateway: Gateway) -> None:
+    engine_of(gateway).reconfigure(gateway.config)
+
+
+@hookimpl
 async def gateway_shutdown(gateway: Gateway) -> None:
     engine = engine_of(gateway)
     if engine.families:

@@ -1,12 +1,13 @@
 """The ``gateway`` command line (also ``python -m gateway``).
 
-Sub-commands: serve, simulator, check-config, users, keys, audit, plus whatever plugins add
+Sub-commands: serve, simulator, check-config, reload, users, keys, audit, plus whatever plugins add
 through ``gateway_cli_commands``. Each sub-command's ``func`` returns the exit code.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ from typing import NoReturn
 
 from gateway.cli import admin as cli_admin
 from gateway.cli import admin_ops as cli_admin_ops
+from gateway.cli import reload as cli_reload
 from gateway.hooks.manager import collect_adapters, make_plugin_manager
 from gateway.server.serve import serve
 from gateway.server.servers import DEFAULT_SERVER, SERVERS
@@ -48,6 +50,7 @@ def _check_config(args: argparse.Namespace) -> int:
 
 def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description="Metered multi-protocol model gateway.")
+    parser.add_argument("--version", action="version", version=f"gateway {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("serve", help="serve the gateway")
@@ -67,6 +70,7 @@ def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
     p.add_argument("path")
     p.set_defaults(func=_check_config)
 
+    cli_reload.add_command(sub)
     users = cli_admin.add_commands(sub)
     cli_admin_ops.add_user_commands(users)
     cli_admin_ops.add_commands(sub)
@@ -75,7 +79,16 @@ def build_parser(*, load_plugins: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-BUILTIN_COMMANDS = frozenset({"serve", "simulator", "check-config", "users", "keys", "audit"})
+BUILTIN_COMMANDS = frozenset({"serve", "simulator", "check-config", "users", "keys", "audit", "reload",
+                              "--version"})
+
+
+def package_version() -> str:
+    """The installed package's version (``pyproject.toml``'s, once installed)."""
+    try:
+        return importlib.metadata.version("model-gateway")
+    except importlib.metadata.PackageNotFoundError:  # a checkout run without being installed
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from gateway.accounts.records import RequestLog
 from gateway.admin.api import admin_routes
 from gateway.admin.manage import admin_manage_routes
 from gateway.admin.ops import admin_ops_routes
+from gateway.admin.reload import reload_routes
 from gateway.admin.usage import usage_routes
 from gateway.edge.http import json_response
 from gateway.edge.middleware import middleware_stack
@@ -37,6 +38,8 @@ from gateway.hooks.manager import collect_adapters, collect_families, make_plugi
 from gateway.relay.offload import BUDGET_BODIES, BodyWorkBudget, return_freed_memory_to_the_system
 from gateway.runtime.context import Gateway
 from gateway.runtime.lifecycle import Lifecycle
+from gateway.runtime.reload import unwatch_sighup, watch_sighup
+from gateway.runtime.workers import register_worker, unregister_worker
 from gateway.settings.config import Config, check_protocols
 from gateway.storage import open_storage
 from gateway.upstream.pool import UpstreamPool
@@ -130,7 +133,7 @@ def collect_routes(pm: pluggy.PluginManager, gateway: Gateway) -> list[BaseRoute
 
 def core_routes() -> list[BaseRoute]:
     return [Route("/healthz", healthz, methods=["GET"]), Route("/readyz", readyz, methods=["GET"]),
-            *admin_routes(), *admin_ops_routes(), *admin_manage_routes(), *usage_routes()]
+            *admin_routes(), *admin_ops_routes(), *admin_manage_routes(), *usage_routes(), *reload_routes()]
 
 
 @documented("Health check", public=True)
@@ -180,8 +183,13 @@ def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
             # grace, while everything they need still runs.
             stack.push_async_callback(gateway.lifecycle.drain)
             stack.callback(gateway.lifecycle.unwatch_signals)
-            if gateway.lifecycle.chain_signals:
+            if gateway.lifecycle.chain_signals:  # served by ``gateway serve``
                 gateway.lifecycle.watch_signals()
+                if gateway.reloader is not None:  # SIGHUP reloads; other workers can find this one
+                    watch_sighup(gateway, gateway.reloader)
+                    stack.callback(unwatch_sighup)
+                    register_worker()
+                    stack.callback(unregister_worker)
             yield
 
     return lifespan

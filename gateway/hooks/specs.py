@@ -57,6 +57,13 @@ def gateway_shutdown(gateway: Gateway) -> Awaitable[None] | None:
 
 
 @hookspec
+def gateway_config_reloaded(gateway: Gateway) -> None:
+    """The config file was reloaded (SIGHUP, ``gateway reload``, ``POST /admin/reload``):
+    ``gateway.config`` is the new one. Refresh what was built from the old one; calls in flight
+    keep theirs. Must not block."""
+
+
+@hookspec
 def gateway_request_finished(gateway: Gateway, log: RequestLog) -> None:
     """A metered call ended (any outcome). ``log`` is the typed record that is also written to the
     request log; subscribers (metrics, billing exports, audit trails) must not block."""

@@ -20,10 +20,11 @@ outcome. The charge for each outcome follows the terminal-state policy of docs/m
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from gateway.accounts.catalogue import Catalogue
 from gateway.accounts.money import TokenPrices, usage_cost, worst_case_cost
 from gateway.accounts.ratelimit import admit_call
 from gateway.accounts.records import Outcome, Principal, RequestLog
@@ -31,7 +32,7 @@ from gateway.relay.canonical import Usage
 from gateway.relay.translation import ClientCall as ClientCall
 from gateway.runtime.context import Gateway
 from gateway.runtime.observe import note_call
-from gateway.settings.config import ModelConfig
+from gateway.settings.config import Config, ModelConfig
 from gateway.storage.rows import Reservation
 
 if TYPE_CHECKING:
@@ -60,14 +61,22 @@ class CallContext:
     # The request's ASGI ``receive``: a failover asks it whether the client is still there
     # (``gateway.relay.client_watch``); None where nobody waits to be answered.
     receive: Receive | None = None
+    # What the call started with: a config reload in the meantime does not change its prices,
+    # groups, routing or limits (``gateway.runtime.reload``).
+    config: Config = field(init=False)
+    catalogue: Catalogue = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.config = self.gateway.config
+        self.catalogue = self.gateway.catalogue
 
     @property
     def prices(self) -> TokenPrices:
-        return self.gateway.catalogue.prices(self.model.id)
+        return self.catalogue.prices(self.model.id)
 
     @property
     def ratio(self) -> Fraction:
-        return self.gateway.catalogue.ratio(self.principal.user.group)
+        return self.catalogue.ratio(self.principal.user.group)
 
     def worst_case(self, input_tokens: int, max_tokens: int | None, candidates: int = 1) -> int:
         """Each of ``candidates`` answers (``n``, ``candidateCount``) may run to the output ceiling."""

@@ -107,7 +107,7 @@ class _Translate:
     def __init__(self, ctx: CallContext, call: ClientCall, target: Target) -> None:
         canonical = call.canonical()
         adapter = ctx.gateway.upstreams.adapter(target.protocol)
-        self._decoder = adapter.stream_decoder(canonical, ctx.gateway.config.limits)
+        self._decoder = adapter.stream_decoder(canonical, ctx.config.limits)
         self._encoder = call.frontend.stream_encoder(canonical, call)
         self.content_type = self._encoder.content_type
         self._public_model = ctx.model.id
@@ -150,7 +150,7 @@ class _Fast:
         self._ctx = ctx
         self._call = call
         self._target = target
-        self._stream = call.fast_stream = call.frontend.fast_stream(call, ctx.gateway.config.limits)
+        self._stream = call.fast_stream = call.frontend.fast_stream(call, ctx.config.limits)
         # What the client was sent (references, not copies): for an estimate should usage never come.
         self._relayed: list[bytes] = []
         self.content_type = content_type
@@ -175,7 +175,7 @@ class _Fast:
         # No (complete) usage: decode what was relayed, once, on this rare path only.
         request = self._request_or_none()
         adapter = self._ctx.gateway.upstreams.adapter(self._target.protocol)
-        decoder = adapter.stream_decoder(request or self._stub(), self._ctx.gateway.config.limits)
+        decoder = adapter.stream_decoder(request or self._stub(), self._ctx.config.limits)
         watch = _UsageWatch(request, self._call.view.input_tokens_estimate)
         if reported is not None:
             watch.start_usage = reported

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
+from gateway.runtime.workers import WORKERS_DIR_ENV
 from gateway.server import servers
 from gateway.server.servers import DEFAULT_SERVER
 from gateway.settings.config import Config, ConfigError, SimulatorConfig, load_config, load_serving_config
@@ -78,11 +79,15 @@ def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
     all on the event loop every few seconds: pauses of 15-30 ms measured at concurrency 16, which
     made the gateway's p99 about twice the bare relay's."""
     from gateway.edge.app import create_app
+    from gateway.runtime.reload import Reloader
 
     config = load_config(config_path)
     configure_logging(config)
     app = create_app(config, extra_plugins=extra_plugins, load_entrypoints=load_entrypoints)
-    app.state.gateway.lifecycle.chain_signals = True  # a real server's SIGTERM begins the drain
+    gateway = app.state.gateway
+    gateway.lifecycle.chain_signals = True  # a real server's SIGTERM begins the drain
+    gateway.reloader = Reloader(config_path)  # SIGHUP, gateway reload, POST /admin/reload re-read it
+    gateway.reloader.remember()
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY)
@@ -135,7 +140,8 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
             listen = servers.Listen(host, port, max(workers, 1), graceful_s,
                                     servers.ServerLimits.of(config.limits), config.listen.backlog)
             try:
-                return servers.run(server, "gateway.server.serve:worker_app", listen)
+                with workers_directory():
+                    return servers.run(server, "gateway.server.serve:worker_app", listen)
             except OSError as exc:  # taken in the meantime
                 if exc.errno != errno.EADDRINUSE:
                     raise
@@ -143,6 +149,21 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
     except (StartupError, DatabaseOpenError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+@contextlib.contextmanager
+def workers_directory() -> Iterator[None]:
+    """Where this serve's workers register (``gateway.runtime.workers``): a reload reaches them all."""
+    import shutil
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="gateway-workers-")
+    os.environ[WORKERS_DIR_ENV] = where
+    try:
+        yield
+    finally:
+        os.environ.pop(WORKERS_DIR_ENV, None)
+        shutil.rmtree(where, ignore_errors=True)
 
 
 class StartupError(Exception):

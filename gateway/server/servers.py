@@ -140,13 +140,24 @@ def _granian(factory: str, listen: Listen) -> int:
     from granian.constants import Interfaces, Loops
 
     loop = Loops.uvloop if event_loop_factory() is not None else Loops.asyncio
-    Granian(factory, address=listen.host, port=listen.port, interface=Interfaces.ASGI, factory=True,
-            workers=max(listen.workers, 1), loop=loop, websockets=False,
-            http=GRANIAN_HTTP, http1_settings=granian_http1(listen.limits),
-            backlog=listen.backlog, backpressure=listen.backlog,
-            log_access=False, workers_kill_timeout=int(listen.graceful_s) or 1,
-            respawn_failed_workers=True).serve()
+    server = Granian(factory, address=listen.host, port=listen.port, interface=Interfaces.ASGI, factory=True,
+                     workers=max(listen.workers, 1), loop=loop, websockets=False,
+                     http=GRANIAN_HTTP, http1_settings=granian_http1(listen.limits),
+                     backlog=listen.backlog, backpressure=listen.backlog,
+                     log_access=False, workers_kill_timeout=int(listen.graceful_s) or 1,
+                     respawn_failed_workers=True)
+    server.on_startup(_sighup_reloads_the_workers)
+    server.serve()
     return 0
+
+
+def _sighup_reloads_the_workers() -> None:
+    """granian's own SIGHUP respawns its workers (streams in flight cut after the grace): from its
+    ``on_startup`` hook, which runs once its handlers are set, SIGHUP is passed to the workers
+    instead, each of which reloads the config in place (``gateway.runtime.reload``)."""
+    from gateway.runtime.workers import signal_workers
+
+    signal.signal(signal.SIGHUP, lambda _sig, _frame: signal_workers())
 
 
 def _uvicorn(factory: str, listen: Listen) -> int:

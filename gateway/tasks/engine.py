@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
     from gateway.runtime.context import Gateway
+    from gateway.settings.config import Config
 
 __all__ = ["NewTask", "TaskEngine", "engine_of"]
 
@@ -116,6 +117,12 @@ class TaskEngine:
         self._rng = random.Random()
         # Upstream words kept on tasks (failure reasons, results) are shown to clients and callbacks.
         self.scrubber = SecretScrubber.of_config(gateway.config)
+
+    def reconfigure(self, config: Config) -> None:
+        """After a config reload: the polling pace, the time-out and the secrets kept out of
+        results follow it (the callback guard's allowlist is built once: a restart changes it)."""
+        self.settings = config.tasks
+        self.scrubber = SecretScrubber.of_config(config)
 
     # --- life cycle ------------------------------------------------------------------------------
     async def start(self) -> None:

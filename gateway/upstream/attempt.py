@@ -268,7 +268,7 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
     last: UpstreamFailure | None = None
     watch: ClientWatch | None = None  # once an attempt failed: is the client still there?
     try:
-        for _ in range(max(ctx.gateway.config.routing.max_attempts, 1)):
+        for _ in range(max(ctx.config.routing.max_attempts, 1)):
             index = failover.next(names)
             if index is None:
                 break

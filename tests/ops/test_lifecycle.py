@@ -60,11 +60,13 @@ def write_config(tmp_path: Path, sim_base_url: str, port: int, **top: Any) -> Pa
 
 
 @contextlib.asynccontextmanager
-async def serving(tmp_path: Path, config: Path, server: str, port: int) -> AsyncIterator[Served]:
+async def serving(tmp_path: Path, config: Path, server: str, port: int,
+                  workers: int = 1) -> AsyncIterator[Served]:
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "gateway", "serve", "--config", str(config), "--server", server,
+            "--workers", str(workers),
             stdout=out, stderr=asyncio.subprocess.STDOUT, cwd=tmp_path, env=serve_env())
     served = Served(proc, f"http://127.0.0.1:{port}", tmp_path / "gateway.db", log)
     try:
