@@ -149,3 +149,14 @@ async def test_admin_ends_a_cool_down_and_exports_the_log(gateway_server: StartG
     assert {r["token_name"] for r in rows} == {"exported"}
     assert all(r["request_id"].startswith("req_") and float(r["cost_usd"]) > 0 for r in rows)
     await c.shot(page, "admin-logs-filtered")
+
+
+async def test_a_network_failure_reads_as_one(gw: GatewayHandle, console: Any) -> None:
+    c = console(gw.base_url)
+    c.expected_failures.append(f"{gw.base_url}/admin/upstreams")
+    page = await c.open()
+    await sign_in(page, "admin", ADMIN_KEY)
+    await page.route("**/admin/upstreams", lambda route: route.abort("connectionrefused"))
+    await goto(page, "#/admin/upstreams", ".error")
+    text = await page.locator(".error").inner_text()
+    assert "could not be reached" in text and "Failed to fetch" not in text

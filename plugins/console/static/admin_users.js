@@ -6,8 +6,16 @@ import { h, mount } from "./dom.js";
 import { dateTime, rmb, usd } from "./format.js";
 import { KEY_LIMITS, editKey } from "./keyform.js";
 import {
-  button, confirmDialog, errorBox, field, hidden, input, panel, select, table, toast, values,
+  button, confirmDialog, downloadCsv, errorBox, field, hidden, input, panel, select, table, toast, values,
 } from "./ui.js";
+
+const USER_CSV = [["id", (u) => u.id], ["name", (u) => u.name], ["group", (u) => u.group], ["enabled", (u) => u.enabled],
+  ["balance_usd", (u) => u.quota_usd], ["used_usd", (u) => u.used_usd], ["soft_limit_usd", (u) => u.soft_limit_usd],
+  ["billed_calls", (u) => u.request_count], ["created_at", (u) => new Date(u.created_at * 1000).toISOString()]];
+const KEY_CSV = [["id", (k) => k.id], ["name", (k) => k.name], ["masked", (k) => k.masked], ["enabled", (k) => k.enabled],
+  ["quota_usd", (k) => k.quota_usd], ["spent_usd", (k) => k.spent_usd], ["models", (k) => (k.models || []).join(" ")],
+  ["allow_ips", (k) => (k.allow_ips || []).join(" ")], ["rpm", (k) => k.rpm], ["tpm", (k) => k.tpm],
+  ["expires_at", (k) => k.expires_at]];
 
 let rate = 7.2;
 
@@ -129,7 +137,9 @@ export async function users(root) {
   ];
   mount(root,
     h("div", { class: "title-row" }, h("h1", {}, "Users"),
-      button("New user", () => createUser(groups, reload), { class: "primary", "data-test": "new-user" })),
+      h("div", { class: "row-actions" },
+        button("Export CSV", () => downloadCsv("users.csv", USER_CSV, body.data)),
+        button("New user", () => createUser(groups, reload), { class: "primary", "data-test": "new-user" }))),
     table(cols, body.data, { empty: "No users yet.", caption: "Users" }));
 }
 
@@ -195,6 +205,8 @@ export async function keys(root, params) {
   mount(root, head,
     h("div", { class: "title-row" }, h("p", { class: "muted" },
       `${owner.group} group · balance ${usd(owner.quota_usd)} · ${body.data.length} key(s)`),
-    button("New key", () => editKey(null, options), { class: "primary", "data-test": "new-key-button" })),
+    h("div", { class: "row-actions" },
+      button("Export CSV", () => downloadCsv(`keys-of-${owner.name}.csv`, KEY_CSV, body.data)),
+      button("New key", () => editKey(null, options), { class: "primary", "data-test": "new-key-button" }))),
     table(cols, body.data, { empty: `${owner.name} has no keys.`, caption: `API keys of ${owner.name}` }));
 }
