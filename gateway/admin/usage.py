@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 from starlette.requests import Request
@@ -83,11 +83,17 @@ class UsageAnswer(msgspec.Struct):
 
 
 _SUMMED = tuple(f for f in UsageFigures.__struct_fields__ if f != "cost_usd")
+_COST_AT = _SUMMED.index("cost_nano")
+_CALLS_AT = _SUMMED.index("calls")
 
 
-def _add(into: UsageFigures, row: UsageRow | UsageFigures) -> None:
-    for name in _SUMMED:
-        setattr(into, name, getattr(into, name) + getattr(row, name))
+def _add(into: list[int], values: tuple[int, ...]) -> None:
+    for i, v in enumerate(values):
+        into[i] += v
+
+
+def _figures(sums: list[int], cls: type[UsageFigures] = UsageFigures, **extra: int) -> Any:
+    return cls(**dict(zip(_SUMMED, sums, strict=True)), cost_usd=nano_to_usd(sums[_COST_AT]), **extra)
 
 
 def _month_start(ts: int) -> int:
@@ -125,26 +131,32 @@ def bucket_count(bucket: Bucket, since: int, until: int) -> int:
 
 def answer(bucket: Bucket, group_by: GroupBy | None, since: int, until: int,
            rows: list[UsageRow]) -> UsageAnswer:
-    """Roll-up rows (per hour or day) as the series of the answer, months summed from days."""
-    totals = UsageFigures()
-    series: dict[int | str | None, tuple[UsageFigures, dict[int, UsagePoint]]] = {}
+    """Roll-up rows (per hour or day) as the series of the answer, months summed from days. Sums
+    are kept as plain lists while adding (thousands of rows for a day of hours by user)."""
+    zero = [0] * len(_SUMMED)
+    totals = list(zero)
+    series: dict[int | str | None, tuple[list[int], dict[int, list[int]]]] = {}
+    month_of: dict[int, int] = {}
     for row in rows:
-        start = _month_start(row.start) if bucket == "month" else row.start
-        sums, points = series.setdefault(row.key, (UsageFigures(), {}))
-        point = points.setdefault(start, UsagePoint(start=start))
-        for target in (point, sums, totals):
-            _add(target, row)
-    for figures in (totals, *(s for s, _ in series.values()),
-                    *(p for _, ps in series.values() for p in ps.values())):
-        figures.cost_usd = nano_to_usd(figures.cost_nano)
+        values = tuple(getattr(row, name) for name in _SUMMED)
+        start = row.start
+        if bucket == "month":
+            start = month_of.get(start) or month_of.setdefault(start, _month_start(start))
+        sums, points = series.setdefault(row.key, (list(zero), {}))
+        point = points.get(start)
+        if point is None:
+            point = points[start] = list(zero)
+        _add(point, values)
+        _add(sums, values)
+        _add(totals, values)
     # The biggest spenders first (a chart's legend order), then by calls, then by key.
     ordered = sorted(series.items(),
-                     key=lambda item: (-item[1][0].cost_nano, -item[1][0].calls, str(item[0])))
-    return UsageAnswer(object="usage", bucket=bucket, group_by=group_by, since=since, until=until,
-                       totals=totals,
-                       series=[UsageSeries(key=key, totals=sums, points=sorted(points.values(),
-                                                                               key=lambda p: p.start))
-                               for key, (sums, points) in ordered])
+                     key=lambda item: (-item[1][0][_COST_AT], -item[1][0][_CALLS_AT], str(item[0])))
+    return UsageAnswer(
+        object="usage", bucket=bucket, group_by=group_by, since=since, until=until, totals=_figures(totals),
+        series=[UsageSeries(key=key, totals=_figures(sums), points=[
+            _figures(p, UsagePoint, start=start) for start, p in sorted(points.items())])
+            for key, (sums, points) in ordered])
 
 
 def _choice(request: Request, name: str, choices: tuple[str, ...], default: str | None) -> str | None:

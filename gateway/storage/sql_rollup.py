@@ -2,7 +2,8 @@
 
 Every statement that inserts request-log rows (``sql_money.insert_logs``) adds them to
 ``usage_rollups`` (calls, tokens, money and time per hour and per UTC day, user, key, model, group
-and status) and ``upstream_rollups`` (calls, errors and latency per hour and day and upstream) in
+and status), ``usage_totals`` (the same without user and key, for questions about everyone) and
+``upstream_rollups`` (calls, errors and latency per hour and day and upstream) in
 the same transaction: a roll-up can neither miss a row nor count one twice, whatever crashes, and
 dashboards read months without a scan of raw rows. A batch is summed in memory first, so a batch of
 hundreds of calls writes a handful of roll-up rows. Roll-up rows are upserted in key order, after
@@ -26,6 +27,7 @@ SPANS = (HOUR_S, DAY_S)
 USAGE_KEY = ("span_s", "start_s", "user_id", "key_id", "model", "user_group", "status")
 USAGE_SUMS = ("calls", "stream_calls", "prompt_tokens", "completion_tokens", "cache_write_tokens",
               "cache_read_tokens", "reasoning_tokens", "charge_nano", "uncharged_nano", "use_time_ms")
+TOTALS_KEY = ("span_s", "start_s", "model", "user_group", "status")
 UPSTREAM_KEY = ("span_s", "start_s", "upstream")
 UPSTREAM_SUMS = ("calls", "errors", "use_time_ms", "first_byte_ms", "first_byte_calls")
 _IDS_PER_QUERY = 500  # far below SQLite's parameter limit
@@ -39,6 +41,7 @@ def _upsert(table: str, key: tuple[str, ...], sums: tuple[str, ...]) -> str:
 
 
 UPSERT_USAGE = _upsert("usage_rollups", USAGE_KEY, USAGE_SUMS)
+UPSERT_TOTALS = _upsert("usage_totals", TOTALS_KEY, USAGE_SUMS)
 UPSERT_UPSTREAM = _upsert("upstream_rollups", UPSTREAM_KEY, UPSTREAM_SUMS)
 
 
@@ -57,6 +60,7 @@ async def add_to_rollups(tx: Tx, logs: Sequence[RequestLog]) -> None:
         return
     groups = await _groups(tx, {log.user_id for log in logs if log.user_id})
     usage: dict[tuple[Any, ...], list[int]] = {}
+    totals: dict[tuple[Any, ...], list[int]] = {}
     upstream: dict[tuple[Any, ...], list[int]] = {}
     for log in logs:
         group = groups.get(log.user_id, "")
@@ -68,9 +72,11 @@ async def add_to_rollups(tx: Tx, logs: Sequence[RequestLog]) -> None:
         for span in SPANS:
             start = span_start(log.created_at, span)
             _add(usage, (span, start, log.user_id, log.key_id, log.model, group, log.status), values)
+            _add(totals, (span, start, log.model, group, log.status), values)
             if log.upstream is not None:
                 _add(upstream, (span, start, log.upstream), timed)
     await tx.executemany(UPSERT_USAGE, [(*k, *v) for k, v in sorted(usage.items())])
+    await tx.executemany(UPSERT_TOTALS, [(*k, *v) for k, v in sorted(totals.items())])
     if upstream:
         await tx.executemany(UPSERT_UPSTREAM, [(*k, *v) for k, v in sorted(upstream.items())])
 

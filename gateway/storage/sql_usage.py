@@ -5,7 +5,9 @@ time; each with the time, so the newest are found first). A page's ``total`` doe
 rows (a count of millions of rows is seconds, whatever the index): it is summed from the roll-ups
 (``sql_rollup``, written in the transactions that write the rows, so they agree with them exactly)
 for whole UTC days and hours, and counted on raw rows only for the partial hours at the ends of the
-range and for the hour retention is pruning now.
+range and for the hour retention is pruning now. Questions about everyone read ``usage_totals``
+(no user or key in its rows: a few per hour), those about users or keys ``usage_rollups`` through
+its user and key indexes.
 
 Retention (``prune_logs``) deletes the oldest raw rows a small batch per transaction, one hour at a
 time, oldest first, so a transaction never holds SQLite's write lock for long; the roll-ups stay.
@@ -68,6 +70,11 @@ def _equal(where: LogFilter, extra: dict[str, Any] | None = None) -> tuple[list[
             clauses.append(f"{column} = ?")
             args.append(value)
     return clauses, args
+
+
+def _table(user_id: int | None, key_id: int | None, by_account: bool = False) -> str:
+    """The roll-ups a question reads: per key when it is about users or keys, else the totals."""
+    return "usage_rollups" if by_account or user_id is not None or key_id is not None else "usage_totals"
 
 
 def _ceil(ts: float, span: int) -> int:
@@ -148,7 +155,8 @@ class SqlUsage(SqlStorage):
         if until is not None:
             clauses.append("start_s < ?")
             args.append(until)
-        rows = await tx.fetchall(f"SELECT CAST(SUM(calls) AS BIGINT) AS n FROM usage_rollups "
+        table = _table(where.user_id, where.key_id)
+        rows = await tx.fetchall(f"SELECT CAST(SUM(calls) AS BIGINT) AS n FROM {table} "
                                  f"WHERE {' AND '.join(clauses)}", args)
         return int(rows[0]["n"] or 0)
 
@@ -161,8 +169,9 @@ class SqlUsage(SqlStorage):
             clauses: list[str] = ["1 = 1"]
             args: list[Any] = []
         else:
-            table, sums = "usage_rollups", _USAGE_SUMS
             column = _GROUP_COLUMNS[query.group_by] if query.group_by is not None else None
+            by_account = query.group_by in ("user", "key")
+            table, sums = _table(query.user_id, query.key_id, by_account), _USAGE_SUMS
             clauses, args = _equal(LogFilter(user_id=query.user_id, key_id=query.key_id, model=query.model))
         clauses += ["span_s = ?", "start_s >= ?", "start_s < ?"]
         args += [query.span_s, query.since, query.until]

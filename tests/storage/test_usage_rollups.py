@@ -100,6 +100,12 @@ async def _assert_rollups_match(storage: SqlStorage) -> int:
                r["status"]): Counter({k: r[k] for k in ("calls", "stream_calls", *SUMMED) if r[k]})
               for r in await storage._fetch("SELECT * FROM usage_rollups")}
     assert rolled == {k: +v for k, v in expected.items()}
+    totals: dict[tuple[Any, ...], Counter[str]] = defaultdict(Counter)
+    for (span, start, _, _, model, group, status), sums in expected.items():
+        totals[(span, start, model, group, status)] += sums
+    assert {(r["span_s"], r["start_s"], r["model"], r["user_group"], r["status"]):
+            Counter({k: r[k] for k in ("calls", "stream_calls", *SUMMED) if r[k]})
+            for r in await storage._fetch("SELECT * FROM usage_totals")} == {k: +v for k, v in totals.items()}
     names = ("calls", "errors", "use_time_ms", "first_byte_ms", "first_byte_calls")
     rolled_up = {(r["span_s"], r["start_s"], r["upstream"]): Counter({k: r[k] for k in names if r[k]})
                  for r in await storage._fetch("SELECT * FROM upstream_rollups")}
