@@ -161,6 +161,8 @@ async def test_a_flood_of_refusals_is_bounded_and_counted(gateway_server: Any, m
     await gw.gateway.meter.flush()
     written = (await gw.admin("GET", "/admin/logs?status=401&page_size=200")).json()
     assert written["total"] == 40 - gw.gateway.meter.refusals_dropped
+    metrics = (await gw.request("GET", "/metrics")).text
+    assert f"gateway_refusal_logs_dropped_total {float(gw.gateway.meter.refusals_dropped)}" in metrics
 
 
 async def test_refusal_rows_do_not_hold_back_settlements(gw: Any) -> None:
