@@ -12,7 +12,10 @@ the result. The engine owns everything of that flow that is not a wire format:
 * ``callbacks.CallbackOutbox``, ``callbacks.CallbackSender`` and ``ssrf.CallbackGuard``: callbacks
   queued with their status change, sent with retries and backoff, refused for non-public
   destinations unless ``tasks.callback_allowlist`` admits them;
-* ``upstream.TaskHttp``: task calls to an upstream on the pooled client.
+* ``upstream.TaskHttp``: task calls to an upstream on the pooled client;
+* ``media.MediaLinks``, ``download.relay`` and ``routes``: result files at the gateway's own signed
+  links (``GET /v1/media/<task>/<slot>``), fetched from the upstream (off its origin only through
+  the SSRF guard) and streamed to the client in constant memory, within size and time limits.
 
 How a family plugs in (see ``family.py`` for the types):
 
@@ -31,7 +34,12 @@ How a family plugs in (see ``family.py`` for the types):
    where ``send(candidate)`` calls the upstream (``engine.http.call``) and returns ``Submitted``
    (raising ``UpstreamFailure`` to fail over, a ``GatewayError`` to refuse). Reads use
    ``engine.fetch`` / ``engine.fetch_many`` / ``engine.get_owned`` and render the ``TaskRecord``
-   (``status``, ``progress``, ``result_json`` as the family's snapshot left them; times; billing).
+   (``status``, ``progress``, ``result_json`` as the family's snapshot left them; times; billing),
+   shown through ``engine.shown(request, task)`` so that result links are the gateway's.
+4. Optionally give the family a ``media(task)`` method (``media.MediaFamily``): its result files
+   by slot, each the upstream's link as stored in ``result_json`` (or a path of the upstream's
+   API). The engine swaps those links for its own in what routes and callbacks show, and serves
+   them (``download.relay`` serves one from a family's own route, e.g. a ``/content`` download).
 
 Notes for families beyond images:
 

@@ -33,7 +33,7 @@ def routes() -> list[BaseRoute]:
 
 
 @endpoint(DEFAULT_FAMILY)
-@documented("A media task's result file (a signed link, or the owner's API key)", public=True)
+@documented("A media task's result file (the owner's API key, or a signed link's expires and signature)")
 async def media_file(request: Request) -> Response:
     gw = get_gateway(request)
     engine = engine_of(gw)

@@ -179,3 +179,23 @@ async def test_callbacks_carry_gateway_links_with_a_public_url(
 
 async def _finished(received: list[Any]) -> bool:
     return any(c["status"] == "SUCCESS" for c in received)
+
+
+async def test_head_and_the_video_a_file(mgw: GatewayHandle) -> None:
+    """A HEAD of a link answers its headers only; a video-A task's file is served at
+    ``/v1/media`` too (with the owner's key), the same bytes as its ``.mp4`` download."""
+    done = await video(mgw, "heads only sim:dur100 sim:kb128")
+    async with mgw.http.head(done["video_url"]) as resp:
+        assert resp.status == 200 and resp.headers["Content-Length"] == str(128 * 1024)
+        assert await resp.read() == b""
+    body = {"model": "videoa-2-5", "input": {"prompt": "a video A"}}
+    submitted = await mgw.request("POST", "/videoa/v1/videos/generations", json=body, key=mgw.key)
+    task_id = submitted.json()["taskId"]
+    task = await poll(mgw, f"/videoa/v1/tasks/{task_id}", lambda t: t["status"] in FINAL)
+    [download] = task["data"]["results"]
+    whole = (await get(mgw, download, key=mgw.key))[1]
+    assert len(whole) > 1000
+    file = f"{mgw.base_url}/v1/media/{task_id}/video.mp4"
+    status, body_bytes, _ = await get(mgw, file, key=mgw.key)
+    assert status == 200 and body_bytes == whole
+    assert (await get(mgw, file, key=await another_key(mgw)))[0] == 404
