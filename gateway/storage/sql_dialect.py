@@ -1,12 +1,29 @@
-"""The few SQL snippets that differ between the two backends (``sqlite.py``, ``postgres.py``).
+"""What the SQL written once for both backends (``sqlite.py``, ``postgres.py``) runs on: a
+connection (``Tx``, its rows ``Row``) and the few SQL snippets that differ (``Dialect``).
 
-Apart from ``sql_common`` so that the mixins written for both backends (``sql_tasks``) can name the
-``Dialect`` their storage supplies without importing the storage that includes them.
+Apart from ``sql_common`` and ``sql_money`` so that the modules they include or call (``sql_tasks``,
+``sql_rollup``, ...) can name these types without importing their includer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
 import msgspec
+
+Row = Mapping[str, Any]  # sqlite3.Row and asyncpg.Record both index by column name
+
+
+class Tx(Protocol):
+    """One connection (inside a transaction for writes). SQL uses ``?`` placeholders."""
+
+    async def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
+        """Run a statement; returns the number of rows it changed."""
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
+
+    async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]: ...
 
 
 class Dialect(msgspec.Struct, frozen=True):

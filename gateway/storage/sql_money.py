@@ -12,35 +12,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from typing import Any
 
 import msgspec
 
 from gateway.accounts.records import RequestLog
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
+from gateway.storage.sql_dialect import Row as Row
+from gateway.storage.sql_dialect import Tx as Tx
 from gateway.storage.sql_rollup import add_to_rollups
 
 log = logging.getLogger(__name__)
-Row = Mapping[str, Any]  # sqlite3.Row and asyncpg.Record both index by column name
 
 LOG_FIELDS: tuple[str, ...] = RequestLog.__struct_fields__
 _CHARGE_AT = LOG_FIELDS.index("charge_nano")
 _LOG_BOOLS = ("is_stream", "usage_estimated")
 RES_COLUMNS = "request_id, user_id, key_id, amount_nano, instance, created_at"
 CHUNK = 500  # ids per IN (...) list; far below SQLite's parameter limit
-
-
-class Tx(Protocol):
-    """One connection (inside a transaction for writes). SQL uses ``?`` placeholders."""
-
-    async def execute(self, sql: str, args: Sequence[Any] = ()) -> int:
-        """Run a statement; returns the number of rows it changed."""
-
-    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
-
-    async def fetchall(self, sql: str, args: Sequence[Any] = ()) -> list[Any]: ...
 
 
 WriteFn = Callable[[Callable[[Tx], Awaitable[Any]]], Awaitable[Any]]  # runs fn in one write transaction

@@ -14,12 +14,10 @@ several processes cannot deadlock on them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway.accounts.records import RequestLog
-
-if TYPE_CHECKING:  # sql_money calls this module (``insert_logs``)
-    from gateway.storage.sql_money import Tx
+from gateway.storage.sql_dialect import Tx
 
 HOUR_S = 3600
 DAY_S = 86400
