@@ -65,7 +65,10 @@ class DownloadStream(Response):
         disposition = f'inline; filename="{filename}"'
         self._out: list[tuple[bytes, bytes]] = [(b"content-type", kind.encode("latin-1")),
                                                 (b"content-disposition", disposition.encode("latin-1"))]
-        if response.content_length is not None:
+        # aiohttp decodes a compressed body (asked for as is, below, but a server may still send
+        # one): its Content-Length would then not be the length of what is relayed.
+        encoded = response.headers.get("Content-Encoding", "identity").lower() != "identity"
+        if response.content_length is not None and not encoded:
             self._out.append((b"content-length", str(response.content_length).encode()))
         for name in _RELAYED:
             if (value := response.headers.get(name)) is not None:
@@ -123,6 +126,7 @@ async def open_file(engine: TaskEngine, request: Request, task: TaskRecord, item
         raise UpstreamError(f"The upstream that ran task `{task.task_id}` is no longer configured.")
     settings = engine.gateway.config.tasks
     forwarded = {name: request.headers[name] for name in _FORWARDED if name in request.headers}
+    forwarded["Accept-Encoding"] = "identity"  # media is compressed already; lengths stay true
     try:
         resp = await engine.http.open(config, item.source, request_id=request_id(request), headers=forwarded,
                                       total_s=None)  # the relay keeps its own deadline
