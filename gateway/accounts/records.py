@@ -87,3 +87,15 @@ class RequestLog(msgspec.Struct, omit_defaults=True):
     # The part of the actual cost that could not be charged (the balance or the key's ceiling ran
     # out before the excess over the reservation could be taken); 0 almost always.
     uncharged_nano: int = 0
+    # The attempts that failed before the answer (or the error), as a JSON list of
+    # ``FailedAttempt``: the console's detail of a call. None when the first attempt served it.
+    attempt_log: str | None = None
+
+
+class FailedAttempt(msgspec.Struct):
+    """One upstream attempt of a call that failed (and was failed over, or ended the call)."""
+
+    upstream: str
+    status: int | None  # the upstream's HTTP status; None when there was no answer (connect, timeout)
+    error: str  # what went wrong, secrets scrubbed
+    ms: int  # how long the attempt took

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from gateway.accounts.catalogue import Catalogue
 from gateway.accounts.money import TokenPrices, usage_cost, worst_case_cost
 from gateway.accounts.ratelimit import admit_call
-from gateway.accounts.records import Outcome, Principal, RequestLog
+from gateway.accounts.records import FailedAttempt, Outcome, Principal, RequestLog
 from gateway.relay.canonical import Usage
 from gateway.relay.translation import ClientCall as ClientCall
 from gateway.runtime.context import Gateway
@@ -38,6 +40,7 @@ from gateway.storage.rows import Reservation
 if TYPE_CHECKING:
     from starlette.types import Receive
 
+_ATTEMPTS = msgspec.json.Encoder()
 _CHARGED: frozenset[str] = frozenset({"success", "usage_estimated", "client_disconnect", "upstream_cut",
                                       "shutdown"})
 
@@ -56,6 +59,7 @@ class CallContext:
     reservation: Reservation | None = None
     upstream: str | None = None
     attempts: int = 0
+    failed_attempts: list[FailedAttempt] | None = None  # made at the first failure (the log's detail)
     first_byte_ms: int | None = None
     finished: bool = False
     # The request's ASGI ``receive``: a failover asks it whether the client is still there
@@ -136,6 +140,7 @@ class CallContext:
             cache_write_tokens=usage.cache_write_tokens, cache_read_tokens=usage.cache_read_tokens,
             reasoning_tokens=usage.reasoning_tokens, usage_estimated=usage.estimated, charge_nano=charge,
             use_time_ms=int((time.perf_counter() - self.started) * 1000), first_byte_ms=self.first_byte_ms,
-            ip=self.principal.client_ip, error_code=error_code)
+            ip=self.principal.client_ip, error_code=error_code,
+            attempt_log=_ATTEMPTS.encode(self.failed_attempts).decode() if self.failed_attempts else None)
         note_call(log, self.principal.user.group)  # the access log line and metrics read it
         self.gateway.meter.finish(log, self.reservation, charge)

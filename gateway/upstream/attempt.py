@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 import aiohttp
 
+from gateway.accounts.records import FailedAttempt
 from gateway.relay.canonical import EmbeddingRequest
 from gateway.relay.client_watch import ClientWatch
 from gateway.relay.translation import EmbeddingFrontend, UpstreamCall, takes_fast_path
@@ -287,6 +288,10 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
             except UpstreamFailure as failure:
                 failover.failed(target.name, failure)
                 last = failure
+                took_ms = int((time.monotonic() - started) * 1000)
+                failed = FailedAttempt(upstream=target.name, status=failure.status,
+                                       error=failure.reason[:500], ms=took_ms)
+                ctx.failed_attempts = [*(ctx.failed_attempts or ()), failed]
                 continue
             pool.mark_success(target.name, latency_ms=(time.monotonic() - started) * 1000)
             return target, result

@@ -148,6 +148,17 @@ async def test_admin_ends_a_cool_down_and_exports_the_log(gateway_server: StartG
     assert len(rows) == 3 and {r["user_name"] for r in rows} == {"h"}
     assert {r["token_name"] for r in rows} == {"exported"}
     assert all(r["request_id"].startswith("req_") and float(r["cost_usd"]) > 0 for r in rows)
+
+    # The first call failed over from the dead upstream: its detail lists that attempt.
+    first = (await gw.admin("GET", f"/admin/logs?user_id={user['id']}")).json()["data"][-1]
+    failed = json.loads(first["attempt_log"])
+    assert [(a["upstream"], a["status"]) for a in failed] == [("dead-first", None)] and first["attempts"] == 2
+    await page.locator("[data-test=log-details]").last.click()
+    attempts = await page.locator("[data-test=failed-attempts]").inner_text()
+    assert "dead-first: no answer" in attempts
+    detail = await page.locator("[data-test=log-detail]").inner_text()
+    assert "User\nh (#" in detail and "Key\nexported (#" in detail
+    await c.shot(page, "admin-log-detail-failover")
     await c.shot(page, "admin-logs-filtered")
 
 

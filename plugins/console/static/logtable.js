@@ -33,7 +33,19 @@ function keyName(r) {
   return `${orDash(r.token_name)} (#${r.key_id})`;
 }
 
+/** The attempts that failed before the answer (the row's ``attempt_log``, JSON). */
+function failedAttempts(r) {
+  try {
+    const list = JSON.parse(r.attempt_log || "[]");
+    return Array.isArray(list) ? list : [];
+  } catch {
+    return [];
+  }
+}
+
 function detail(r, rate, userNames) {
+  const failed = failedAttempts(r);
+  const ok = (OUTCOMES[r.outcome] || ["bad"])[0] !== "bad";
   const items = [
     ["Request id", h("code", {}, r.request_id)],
     ["Time (UTC)", dateTime(r.created_at)],
@@ -42,12 +54,12 @@ function detail(r, rate, userNames) {
     ["Route", `${r.route} (${r.family})`],
     ["Model", orDash(r.model)],
     ["Outcome", outcomeBadge(r)],
-    ["Error", r.error_code ? `${r.error_code}${r.error_message ? `: ${r.error_message}` : ""}` : "—"],
+    ["Error", r.error_code ? `${r.error_code}${failed.length && !ok ? `: ${failed[failed.length - 1].error}` : ""}` : "—"],
     ["Upstream", `${orDash(r.upstream)} · ${r.attempts} attempt(s)`],
-    ["Attempts per upstream", Array.isArray(r.attempt_log) && r.attempt_log.length
-      ? h("ol", { class: "plain" }, r.attempt_log.map((a) => h("li", {},
-        `${a.upstream}: ${a.status ?? "—"} ${a.error || ""} ${a.ms !== undefined ? `(${a.ms} ms)` : ""}`)))
-      : null],
+    ["Failed attempts", failed.length
+      ? h("ol", { class: "attempts", "data-test": "failed-attempts" }, failed.map((a) => h("li", {},
+        `${a.upstream}: ${a.status === null ? "no answer" : `HTTP ${a.status}`}, ${a.error} (${a.ms} ms)`)))
+      : "none"],
     ["Streamed", r.is_stream ? "yes" : "no"],
     ["Tokens in / out", `${r.prompt_tokens} / ${r.completion_tokens}${r.usage_estimated ? " (estimated)" : ""}`],
     ["Cache tokens (write / read)", `${r.cache_write_tokens} / ${r.cache_read_tokens}`],
