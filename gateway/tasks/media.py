@@ -40,6 +40,7 @@ import msgspec
 import orjson
 
 from gateway.storage.rows import Document, DocumentExists, TaskRecord
+from gateway.upstream.client import Destination
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -158,7 +159,10 @@ class MediaLinks:
             return {}
         upstream = next((u for u in self._gateway.config.upstreams if u.name == task.upstream), None)
         if upstream is not None and upstream.media_links == "upstream":
-            return {}
+            # The upstream's links as it gave them; a path of its API as its whole URL.
+            pool = self._gateway.upstreams
+            return {item.source: str(Destination(*pool.locate(upstream, item.source)).url)
+                    for item in items.values() if item.source.startswith("/")}
         return {item.source: self.link(base, task.task_id, slot, item.ext) for slot, item in items.items()}
 
     def shown(self, family: TaskFamily | None, task: TaskRecord, base: str | None) -> TaskRecord:

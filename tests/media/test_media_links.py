@@ -111,6 +111,10 @@ async def test_media_links_upstream_keeps_the_upstreams_links(gateway_server: St
     assert done["video_url"] == (await stored_result(gw, done["id"]))["video_url"]
     content = await gw.request("GET", f"/v1/videos/{done['id']}/content", key=gw.key)
     assert content.status == 200 and content.body == (await get(gw, done["video_url"]))[1]
+    bare = await video(gw, "no links of its own sim:dur100 sim:nolinks")  # its API's own URL, then
+    task = await gw.gateway.storage.get_task(bare["id"])
+    assert task is not None
+    assert bare["video_url"] == f"{simulator.base_url}/v1/videos/{task.upstream_task_id}/content"
 
 
 @pytest.mark.parametrize("admitted", [False, True])

@@ -138,3 +138,25 @@ async def test_nobody_else_lists_or_downloads_a_video(vgw: GatewayHandle, client
     assert (await vgw.request("GET", unsigned)).status == 401
     owner = await vgw.request("GET", unsigned, key=vgw.key)  # no signature: the owner's key
     assert owner.status == 200 and owner.body == (await client.videos.download_content(video.id)).content
+
+
+async def test_an_upstream_without_links_is_served_from_its_content(
+        vgw: GatewayHandle, client: openai.AsyncOpenAI, simulator: Any) -> None:
+    """An upstream that gives no links (the OpenAI API: its files are at ``/content``, with its
+    credential): the video object still has the gateway's links, and both downloads work."""
+    video = await client.videos.create(model="videos-standard",
+                                       prompt="no links sim:dur100 sim:nolinks sim:kb96")
+    done = await finished(vgw, video.id)
+    assert done["status"] == "completed" and done["video_url"].startswith(vgw.base_url + "/v1/media/")
+    task = await vgw.gateway.storage.get_task(video.id)
+    assert task is not None
+    direct = f"{simulator.base_url}/v1/videos/{task.upstream_task_id}/content"
+    credential = {"Authorization": "Bearer sk-sim"}
+    async with vgw.http.get(direct, headers=credential) as resp:
+        upstream = await resp.read()
+    async with vgw.http.get(direct + "?variant=thumbnail", headers=credential) as resp:
+        upstream_thumbnail = await resp.read()
+    assert len(upstream) == 96 * 1024
+    assert (await client.videos.download_content(video.id)).content == upstream
+    assert (await upstream_bytes(vgw, done["video_url"])) == upstream
+    assert (await upstream_bytes(vgw, done["thumbnail_url"])) == upstream_thumbnail

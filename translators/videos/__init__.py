@@ -9,7 +9,8 @@ download), ``upstream`` (the ``videos`` adapter, the create call, ``VideoTasks``
 Statuses are spec 3.3's: ``queued``, ``processing``, ``completed``, ``failed`` (an upstream's
 OpenAI-style ``in_progress`` is shown as ``processing``). ``video_url`` and ``thumbnail_url`` are the
 gateway's signed links to the files (``gateway.tasks.media``), or the upstream's own with
-``media_links: upstream``.
+``media_links: upstream``. An upstream that gives no links (the OpenAI API) is read at its
+``/v1/videos/<id>/content``.
 
 Money (spec 8): ``per_second`` x ``seconds`` (with the group ratio) is held at create; on
 completion the task is charged for the seconds the upstream reports in ``duration`` (never more

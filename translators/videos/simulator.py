@@ -8,8 +8,10 @@ tenth, then ``processing`` with a progress), ``taskfail`` (ends ``failed`` with 
 is refused with a 400), ``made<S>`` (reports S seconds made; default the seconds asked for),
 ``kb<N>`` (the video file's size in KB, default 64: made as it is sent, never held, so a 200 MB
 file costs nothing), ``offsite`` (the result links name ``localhost`` instead of the address the
-upstream was asked on: another origin, on a private address). Files answer ``Range`` requests with
-a 206. The common fault options (``fail503``, ``hang``...) apply as well.
+upstream was asked on: another origin, on a private address), ``nolinks`` (as the OpenAI API: no
+links in the video object; the files are at ``GET /v1/videos/<id>/content[?variant=thumbnail]``,
+with the credential). Files answer ``Range`` requests with a 206. The common fault options
+(``fail503``, ``hang``...) apply as well.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Options(TaskOptions):
     made_s: int | None = None
     size_kb: int = 64
     offsite: bool = False
+    nolinks: bool = False
 
     def apply_word(self, word: str) -> None:
         if match := _OPTION.match(word):
@@ -61,8 +64,8 @@ class Options(TaskOptions):
                 self.made_s = int(match.group(2))
             else:
                 self.size_kb = max(int(match.group(2)), 1)
-        elif word == "offsite":
-            self.offsite = True
+        elif word in ("offsite", "nolinks"):
+            setattr(self, word, True)
 
 
 @dataclass
@@ -92,8 +95,10 @@ class SimVideo:
         elif t >= o.duration_s:
             made = o.made_s if o.made_s is not None else self.seconds
             out.update(status="completed", progress=100, completed_at=int(self.created + o.duration_s),
-                       duration=made, video_url=f"{files_url}/v1/videos/files/{self.file}.mp4",
-                       thumbnail_url=f"{files_url}/v1/videos/files/{self.file}.jpg")
+                       duration=made)
+            if not o.nolinks:
+                out.update(video_url=f"{files_url}/v1/videos/files/{self.file}.mp4",
+                           thumbnail_url=f"{files_url}/v1/videos/files/{self.file}.jpg")
         return out
 
 
@@ -149,6 +154,22 @@ async def file(request: web.Request) -> web.StreamResponse:
     video = next((v for v in request.app[VIDEOS_KEY].values() if v.file == name), None)
     if video is None:
         raise web.HTTPNotFound()
+    return await send_file(request, video, ext)
+
+
+async def content(ctx: Ctx) -> web.StreamResponse:
+    """The OpenAI API's download of a finished video (``variant=thumbnail``: its thumbnail)."""
+    video = ctx.request.app[VIDEOS_KEY].get(ctx.request.match_info["video_id"])
+    if video is None or video.view("")["status"] != "completed":
+        return ctx.error(404, "video not found or not completed")
+    variant = ctx.request.query.get("variant", "video")
+    if variant not in ("video", "thumbnail"):
+        return ctx.error(400, f"unknown variant {variant}")
+    return await send_file(ctx.request, video, "mp4" if variant == "video" else "jpg")
+
+
+async def send_file(request: web.Request, video: SimVideo, ext: str) -> web.StreamResponse:
+    name = video.file
     size = video.options.size_kb * 1024 if ext == "mp4" else _THUMBNAIL_BYTES
     headers = {"Content-Type": "video/mp4" if ext == "mp4" else "image/jpeg", "Accept-Ranges": "bytes"}
     start, end = 0, size
@@ -171,4 +192,5 @@ def gateway_simulator_routes(app: web.Application) -> None:
     app[VIDEOS_KEY] = {}
     add_route(app, "POST", "/v1/videos", endpoint(SIDE, create))
     add_route(app, "GET", "/v1/videos/{video_id}", endpoint(SIDE, retrieve))
+    add_route(app, "GET", "/v1/videos/{video_id}/content", endpoint(SIDE, content))
     app.router.add_get("/v1/videos/files/{name}.{ext:mp4|jpg}", file)

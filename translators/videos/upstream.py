@@ -72,10 +72,13 @@ def snapshot(task: TaskRecord, video: UpstreamVideo) -> Snapshot:
                         fail_reason=video.failure_reason or "the upstream reported a failure")
     if phase != "succeeded":
         return Snapshot(status=status, phase=phase, progress=progress)
-    if not video.video_url:
-        return Snapshot(status="failed", phase="failed", fail_reason="the upstream finished without a video")
     duration = round(video.duration) if video.duration is not None else None
     result = Result(video_url=video.video_url, thumbnail_url=video.thumbnail_url, duration=duration)
+    if not video.video_url:
+        # The OpenAI API gives no links: its files are at the video's ``/content`` (with the
+        # upstream's credential), kept as paths that the gateway's links then stand for.
+        content = f"{PATH}/{video.id}/content"
+        result = Result(video_url=content, thumbnail_url=f"{content}?variant=thumbnail", duration=duration)
     return Snapshot(status="completed", phase="succeeded", progress="100",
                     result_json=_encode.encode(result).decode(),
                     charge_nano=actual_charge(task, video.duration))
