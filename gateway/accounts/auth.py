@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 
 from gateway.accounts.keys import (
+    API_KEY_RULE,
     Network,
     client_ip_from,
     hash_secret,
@@ -160,7 +161,7 @@ class Authenticator:
         if not is_api_key_shaped(credential):
             if is_user_token_shaped(credential):
                 raise InvalidApiKey("A user token cannot call model endpoints; use an API key (sk-...).")
-            raise InvalidApiKey("Invalid API key format: keys start with sk- and contain no spaces.")
+            raise InvalidApiKey(f"Invalid API key format: {API_KEY_RULE}.")
         digest = hash_secret(credential)
         entry = self._cache.get(digest)
         if entry is not None:

@@ -37,8 +37,12 @@ USER_TOKEN_PREFIX = "ut-"  # deliberately not ``sk-``: the two credentials must 
 
 # The body of a credential: url-safe base64 characters only. ``fullmatch`` (not ``match`` with
 # ``$``, which accepts a trailing newline) so that "sk-...\n" is refused.
-_API_KEY_RE = re.compile(r"sk-[A-Za-z0-9_-]{16,200}")
-_USER_TOKEN_RE = re.compile(r"ut-[A-Za-z0-9_-]{16,200}")
+_BODY_MIN, _BODY_MAX = 16, 200
+_API_KEY_RE = re.compile(rf"sk-[A-Za-z0-9_-]{{{_BODY_MIN},{_BODY_MAX}}}")
+_USER_TOKEN_RE = re.compile(rf"ut-[A-Za-z0-9_-]{{{_BODY_MIN},{_BODY_MAX}}}")
+# The rule above in words, for the 401 of a key that breaks it (the client's own bug to fix).
+API_KEY_RULE = (f"an API key is sk- followed by {_BODY_MIN} to {_BODY_MAX} letters, digits, '_' or '-', "
+                "with nothing around it (no space, quote or line break)")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -26,7 +26,7 @@ import orjson
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.accounts.keys import Network, client_ip_from, parse_networks
@@ -34,6 +34,7 @@ from gateway.accounts.ratelimit_headers import rate_headers
 from gateway.edge.deadlines import BodyDeadlineMiddleware
 from gateway.edge.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.edge.refusals import is_refusal, refusal_row
+from gateway.edge.wrong_paths import CONSOLE_PATH, doubled_prefix, served, served_as, wrong_path
 from gateway.relay.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.runtime.errors import (
     GatewayError,
@@ -121,6 +122,10 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        if (alias := served_as(scope["path"])) is not None:  # /chat/completions: a base URL without /v1
+            scope["path"] = alias
+        # /v1/v1/messages: a base URL with /v1 (answered before a family's own catch-all 404)
+        doubled = doubled_prefix(scope["path"])
         rid = new_request_id()
         state = scope.setdefault("state", {})
         state["request_id"] = rid
@@ -151,6 +156,8 @@ class EdgeMiddleware:
         stats.in_flight += 1
         try:
             try:
+                if doubled:
+                    raise HTTPException(404)  # the guard says which base URL to use
                 await self.app(scope, receive, edge_send)
             except Exception as exc:
                 if status:
@@ -191,7 +198,12 @@ class EdgeMiddleware:
 
     async def _guard(self, exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
         response: Response
-        if isinstance(exc, HTTPException):  # the router's: an unknown path, a wrong method
+        if isinstance(exc, HTTPException) and exc.status_code == 404 and (
+                (hint := wrong_path(scope)) is not None):  # /v1/v1/messages: a base URL with /v1
+            response = _envelope(self.families, hint.meant, NotFound(hint.message))
+        elif isinstance(exc, HTTPException) and exc.status_code == 404 and _console_home(scope):
+            response = RedirectResponse(CONSOLE_PATH, status_code=302)  # relative: not from Host
+        elif isinstance(exc, HTTPException):  # the router's: an unknown path, a wrong method
             response = _envelope(self.families, scope["path"], routing_error(scope, exc))
             if exc.headers:
                 response.headers.update(exc.headers)  # a 405's Allow
@@ -212,6 +224,11 @@ class EdgeMiddleware:
                 if name == b"x-forwarded-for":
                     forwarded = value.decode("latin-1")
         return client_ip_from(peer, forwarded, self.trusted)
+
+
+def _console_home(scope: Scope) -> bool:
+    """``GET /`` when the web console is served: a browser pointed at the gateway lands there."""
+    return scope["path"] == "/" and scope["method"] in ("GET", "HEAD") and served(scope, CONSOLE_PATH)
 
 
 def routing_error(scope: Scope, exc: HTTPException) -> GatewayError:

@@ -37,8 +37,7 @@ from gateway.relay.tokens import (
     text_token_bound,
 )
 from gateway.relay.translation import EmbeddingFrontend, Frontend, takes_fast_path
-from gateway.runtime.context import Gateway
-from gateway.runtime.errors import GatewayError, InvalidRequest, UpstreamError
+from gateway.runtime.errors import GatewayError, InvalidRequest
 from gateway.upstream.attempt import attempt, build_call, build_embedding_call, read_body
 from gateway.upstream.pool import Target, UpstreamPool
 
@@ -77,10 +76,10 @@ def _succeeded(ctx: CallContext, usage: Usage) -> Callable[[], None]:
     return lambda: ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
 
 
-def _targets(gw: Gateway, model_id: str, capability: str = "generate") -> list[Target]:
-    targets = gw.upstreams.targets(model_id, capability=capability)
-    if not targets:
-        raise UpstreamError(f"No upstream serves the model `{model_id}`.")
+def _targets(ctx: CallContext, model_id: str, capability: str = "generate") -> list[Target]:
+    targets = ctx.gateway.upstreams.targets(model_id, capability=capability)
+    if not targets:  # a video model on chat completions: 400, never counted as an upstream failure
+        raise ctx.gateway.upstreams.unservable(model_id, ctx.route)
     return targets
 
 
@@ -95,7 +94,7 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         # Python on the event loop would stall every other request.
         view = await off_loop(request, len(body), lambda: frontend.peek(body, path_model, stream_hint))
         ctx = _admit(request, principal, family, view.model, view.stream)
-        targets = _targets(ctx.gateway, view.model)
+        targets = _targets(ctx, view.model)
         call = ClientCall(frontend, body, view, request, path_model=path_model, stream_hint=stream_hint)
         # Decoded up front only when some candidate needs translation: it sizes the reservation
         # better than the body's estimate, and a bad request is refused before any upstream sees it.
@@ -169,7 +168,7 @@ async def serve_embeddings(request: Request, frontend: EmbeddingFrontend, *,
         embed = await off_loop(request, len(body),
                                lambda: frontend.decode_embedding_request(body, path_model))
         ctx = _admit(request, principal, family, embed.model, False)
-        targets = _targets(ctx.gateway, embed.model, "embed")
+        targets = _targets(ctx, embed.model, "embed")
         input_estimate = sum(text_token_bound(text) for text in embed.inputs)
         if embed.token_inputs:
             input_estimate += sum(len(tokens) for tokens in embed.token_inputs)

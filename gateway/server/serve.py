@@ -31,7 +31,14 @@ from starlette.applications import Starlette
 from gateway.runtime.workers import WORKERS_DIR_ENV
 from gateway.server import servers
 from gateway.server.servers import DEFAULT_SERVER
-from gateway.settings.config import Config, ConfigError, SimulatorConfig, load_config, load_serving_config
+from gateway.settings.config import (
+    Config,
+    ConfigError,
+    SimulatorConfig,
+    load_config,
+    load_serving_config,
+    serves_a_model,
+)
 from gateway.settings.report import print_config_errors
 
 CONFIG_ENV = "GATEWAY_CONFIG"
@@ -81,13 +88,14 @@ def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
     from gateway.edge.app import create_app
     from gateway.runtime.reload import Reloader
 
+    reloader = Reloader(config_path)  # SIGHUP, gateway reload, POST /admin/reload re-read the file
+    reloader.remember()
     config = load_config(config_path)
     configure_logging(config)
     app = create_app(config, extra_plugins=extra_plugins, load_entrypoints=load_entrypoints)
     gateway = app.state.gateway
     gateway.lifecycle.chain_signals = True  # a real server's SIGTERM begins the drain
-    gateway.reloader = Reloader(config_path)  # SIGHUP, gateway reload, POST /admin/reload re-read it
-    gateway.reloader.remember()
+    gateway.reloader = reloader
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_EVERY)
@@ -109,13 +117,16 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
     pm = make_plugin_manager()
     adapters = collect_adapters(pm)
     try:  # an upstream protocol no installed adapter speaks is refused here, before anything starts
-        config = load_serving_config(config_path, adapters)
+        config = load_serving_config(config_path, adapters, model_required=False)
     except ConfigError as exc:
         print_config_errors(exc)
         return 2
     host = host or config.listen.host
     port = config.listen.port if port is None else port
     configure_logging(config)
+    if not serves_a_model(config):  # check-config refuses it; an admin-only gateway may be meant
+        log.warning("the config serves no model: every model call will be refused "
+                    "(models, upstreams[].models)")
     try:
         # A taken port is known before the simulator starts or the demo key is made (and shown
         # once, for a server that would then not run).

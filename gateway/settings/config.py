@@ -46,7 +46,7 @@ __all__ = ["DATABASE_KEYS", "SIMULATOR_BASE_URL", "BillingConfig", "BootstrapCon
            "ConfigError", "GroupConfig", "LimitsConfig", "Listen", "LoggingConfig", "LogsConfig",
            "MeteringConfig", "ModelConfig", "Price", "RateLimitConfig", "RoutingConfig", "SimulatorConfig",
            "TasksConfig", "UpstreamConfig", "UpstreamTimeouts", "check_protocols", "load_config",
-           "load_serving_config", "parse_config", "simulator_url"]
+           "load_serving_config", "parse_config", "serves_a_model", "simulator_url"]
 
 
 class ConfigError(Exception):
@@ -166,12 +166,13 @@ def check_protocols(config: Config, known: Collection[str]) -> None:
 
 
 def parse_config(text: str, protocols: Collection[str] | None = None, *,
-                 env_needed_by: Collection[str] | None = None, serving: bool = False) -> Config:
+                 env_needed_by: Collection[str] | None = None, serving: bool = False,
+                 model_required: bool = True) -> Config:
     """Decode config text; raises ConfigError listing every problem found. With ``protocols`` (the
     protocols of the registered adapters) an upstream's unknown protocol is one of them. With
     ``env_needed_by`` (top-level keys, e.g. ``DATABASE_KEYS``) only the ``${VAR}``s under those
     keys must be set; the others are read as "" when unset. ``serving``: the text is what a
-    gateway will serve, so it must not be empty and must serve some model."""
+    gateway will serve, so it must not be empty and (``model_required``) must serve some model."""
     try:
         raw, errors = read_yaml(text)  # errors: its duplicated keys
     except yaml.YAMLError as exc:
@@ -190,7 +191,7 @@ def parse_config(text: str, protocols: Collection[str] | None = None, *,
     if protocols is not None:
         rules += protocol_errors(config, protocols)
     unsure = any(_under(path, ("models", "upstreams")) for path in failed)  # what they would serve
-    if serving and not unsure and not _serves_a_model(config):
+    if serving and model_required and not unsure and not serves_a_model(config):
         rules.append("models: the config serves no model: list models and an upstream that serves them "
                      "(upstreams[].models)")
     errors += [line for line in rules if not _under(line, failed)]  # not about what failed to decode
@@ -199,14 +200,17 @@ def parse_config(text: str, protocols: Collection[str] | None = None, *,
     return config
 
 
-def load_serving_config(path: str | Path, protocols: Collection[str] | None = None) -> Config:
+def load_serving_config(path: str | Path, protocols: Collection[str] | None = None, *,
+                        model_required: bool = True) -> Config:
     """The config a gateway serves from the file at ``path``, or ConfigError listing every problem
-    of the file, one line each: those of ``load_config``, and an empty file or a catalogue that no
-    upstream serves. ``check-config``, ``gateway serve`` and a reload read a file through this."""
-    return parse_config(_read_text(path), protocols, serving=True)
+    of the file, one line each: those of ``load_config``, an empty file, and (``model_required``)
+    a catalogue that no upstream serves. ``check-config``, ``gateway serve`` and a reload read a
+    file through this; serve starts without a model (an admin-only gateway) with a warning."""
+    return parse_config(_read_text(path), protocols, serving=True, model_required=model_required)
 
 
-def _serves_a_model(config: Config) -> bool:
+def serves_a_model(config: Config) -> bool:
+    """True when some model of the catalogue has an upstream."""
     return any(public in config.models_by_id for up in config.upstreams for public in up.model_map())
 
 

@@ -20,7 +20,7 @@ import aiohttp
 import msgspec
 
 from gateway.relay.translation import TEXT_CAPABILITIES, ProtocolAdapter, UpstreamAdapter
-from gateway.runtime.errors import UpstreamError
+from gateway.runtime.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.runtime.secrets_scrub import without_empty_credentials
 from gateway.settings.config import Config, LimitsConfig, UpstreamConfig
 from gateway.upstream.client import USER_AGENT, Destination, UpstreamClient
@@ -197,6 +197,17 @@ class UpstreamPool:
             if len(self._destinations) < LOCATED_MAX:
                 self._destinations[key] = found
         return found
+
+    def unservable(self, model_id: str, endpoint: str) -> GatewayError:
+        """Why no upstream of ``model_id`` may serve ``endpoint``. A model whose upstreams all speak
+        other APIs (a video model on chat completions) is the client's mistake: 400 naming both, a
+        status no SDK retries, not an upstream failure. A catalogue model that no upstream lists is
+        the config's: 502."""
+        protocols = sorted({t.protocol for t in self._targets.get(model_id, [])})
+        if not protocols:
+            return UpstreamError(f"No upstream serves the model `{model_id}`.")
+        return InvalidRequest(f"The model `{model_id}` cannot be used on {endpoint}: it is served by "
+                              f"{', '.join(protocols)} upstreams only.", param="model")
 
     def can(self, protocol: str, capability: str) -> bool:
         """True when the adapter of ``protocol`` declares ``capability``."""

@@ -87,7 +87,7 @@ async def serve_speech(request: Request) -> Response:
         characters = len(speech.input)
         charge = billing.speech_cost(ctx.prices, characters, ctx.ratio)
         await ctx.reserve(charge)
-        targets = audio_targets(gw, speech.model)
+        targets = audio_targets(gw, speech.model, ctx.route)
 
         def build(target: Target) -> UpstreamCall:
             upstream = msgspec.structs.replace(speech, model=target.upstream_model)

@@ -21,7 +21,6 @@ from gateway.api import (
     Gateway,
     GatewayError,
     UpstreamCall,
-    UpstreamError,
     arrived,
     error_response,
     get_gateway,
@@ -48,11 +47,11 @@ def admit(request: Request, principal: Principal, model_id: str, *, stream: bool
                        arrived=arrived(request))
 
 
-def audio_targets(gw: Gateway, model_id: str) -> list[Target]:
+def audio_targets(gw: Gateway, model_id: str, endpoint: str) -> list[Target]:
     """The OpenAI-wire upstreams of the model, in routing order."""
     targets = [t for t in gw.upstreams.targets(model_id) if t.protocol == UPSTREAM_PROTOCOL]
     if not targets:
-        raise UpstreamError(f"No upstream serves the audio model `{model_id}`.")
+        raise gw.upstreams.unservable(model_id, endpoint)
     return targets
 
 
@@ -117,7 +116,8 @@ async def _relay(ctx: CallContext, task: Task, form: TranscriptionForm, upload: 
     async def read(target: Target, response: UpstreamAnswer) -> tuple[bytes, str]:
         return await read_body(target, response), response.headers.get("Content-Type", "application/json")
 
-    _, (body, content_type) = await attempt(ctx, audio_targets(ctx.gateway, form.model), build, read)
+    targets = audio_targets(ctx.gateway, form.model, ctx.route)
+    _, (body, content_type) = await attempt(ctx, targets, build, read)
     seconds = billing.billed_seconds(billing.upstream_seconds(body, content_type), upload.probe)
     ctx.finish(200, "success", charge_nano=billing.audio_cost(ctx.prices, seconds, ctx.ratio))
     return Response(body, media_type=content_type.split(";")[0].strip() or "application/json")

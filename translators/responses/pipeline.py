@@ -26,7 +26,6 @@ from gateway.api import (
     GatewayError,
     InvalidRequest,
     UpstreamCall,
-    UpstreamError,
     arrived,
     error_response,
     get_gateway,
@@ -135,7 +134,7 @@ def _targets(gw: Gateway, client: ClientRequest) -> list[Target]:
     model = client.request.model
     targets = gw.upstreams.targets(model, capability="generate")
     if not targets:
-        raise UpstreamError(f"No upstream serves the model `{model}`.")
+        raise gw.upstreams.unservable(model, "/v1/responses")
     builtin = [i for i, t in enumerate(client.request.tools) if t.type != "function"]
     choice = client.request.tool_choice
     if builtin or (choice is not None and not isinstance(choice, str) and choice.type != "function"):
