@@ -188,7 +188,9 @@ async def test_key_settings_and_admin_user_management(gw: Any, console: Any) -> 
     await row.locator("text=Edit").click()
     await page.fill("input[name=name]", "limited")
     await page.fill("input[name=quota_usd]", "1.5")
-    await page.fill("input[name=models]", "sim-claude, sim-gemini")
+    await page.uncheck("input[name=model][value=sim-chat]")  # the group's models, ticked for the allowlist
+    await page.check("input[name=model][value=sim-claude]")
+    await page.check("input[name=model][value=sim-gemini]")
     await page.fill("input[name=allow_ips]", "127.0.0.1, 10.0.0.0/8")
     await page.fill("input[name=expires]", "2030-01-31")
     limits = "rpm" in gw.key_record  # offered only where keys have per-key rate limits

@@ -171,3 +171,16 @@ async def test_a_network_failure_reads_as_one(gw: GatewayHandle, console: Any) -
     await goto(page, "#/admin/upstreams", ".error")
     text = await page.locator(".error").inner_text()
     assert "could not be reached" in text and "Failed to fetch" not in text
+
+
+async def test_reload_shows_why_a_config_cannot_be_read(gw: GatewayHandle, console: Any) -> None:
+    c = console(gw.base_url)
+    c.expected_failures.append(f"{gw.base_url}/admin/reload")  # the 400 provoked here
+    page = await c.open()
+    await sign_in(page, "admin", ADMIN_KEY)
+    await goto(page, "#/admin/models", "[data-test=reload-config]")
+    await page.click("[data-test=reload-config]")  # this test gateway has no config file
+    problems = page.locator("dialog[open] pre.problems")
+    await problems.wait_for()
+    assert "not started from a config file" in await problems.inner_text()
+    await c.shot(page, "admin-reload-refused")

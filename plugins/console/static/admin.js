@@ -6,7 +6,24 @@ import { loadRate } from "./admin_users.js";
 import { h, mount } from "./dom.js";
 import { dateTime, orDash, rmb, usd } from "./format.js";
 import { logView } from "./logtable.js";
-import { button, card, downloadCsv, hidden, table, toast } from "./ui.js";
+import { button, card, downloadCsv, hidden, panel, table, toast } from "./ui.js";
+
+/** Re-read the config file (POST /admin/reload): new calls get its models, prices, groups and
+ * upstreams; an invalid file changes nothing and its problems are shown. */
+function reloadButton(after) {
+  return button("Reload the config file", async () => {
+    try {
+      const r = await api("POST", "/admin/reload");
+      const restart = r.restart_needed && r.restart_needed.length ? ` Needs a restart: ${r.restart_needed.join(", ")}.` : "";
+      toast(r.unchanged ? `The config file has not changed.${restart}` : `Config reloaded.${restart}`);
+      await after();
+    } catch (err) {
+      if (err.code !== "invalid_config") throw err;
+      const p = panel("The config file is invalid: nothing changed", h("pre", { class: "problems" }, err.message),
+        [button("Close", () => p.close(), { class: "primary" })]);
+    }
+  }, { "data-test": "reload-config" });
+}
 
 export async function logs(root) {
   const [rate, people] = await Promise.all([loadRate(), api("GET", "/admin/users")]);
@@ -75,9 +92,9 @@ export async function models(root) {
   const priceFields = [...new Set(body.data.flatMap((m) => Object.keys(m.price)))];
   mount(root,
     h("div", { class: "title-row" }, h("h1", {}, "Models and prices"),
-      button("Export CSV", () => downloadCsv("models.csv", [["model", (m) => m.id], ["owned_by", (m) => m.owned_by],
+      h("div", { class: "row-actions" }, reloadButton(() => models(root)), button("Export CSV", () => downloadCsv("models.csv", [["model", (m) => m.id], ["owned_by", (m) => m.owned_by],
         ...priceFields.map((f) => [`${f}_usd`, (m) => m.price[f] ?? ""]),
-        ["max_output_tokens", (m) => m.max_output_tokens], ["upstreams", (m) => m.upstreams.join(" ")]], body.data))),
+        ["max_output_tokens", (m) => m.max_output_tokens], ["upstreams", (m) => m.upstreams.join(" ")]], body.data)))),
     card(null, table(cols, body.data, { caption: "Models and prices" })),
     h("p", { class: "muted" }, `From the config file. 1 USD = ¥${body.rmb_per_usd}`));
 }
@@ -91,6 +108,6 @@ export async function groups(root) {
     { title: "Default limits per key", cell: (g) => `${g.rpm ? `${g.rpm} rpm` : "—"} · ${g.tpm ? `${g.tpm} tpm` : "—"}` },
     { title: "Users", cell: (g) => String(g.users), class: "num" },
   ];
-  mount(root, h("h1", {}, "Groups"), table(cols, body.data, { empty: "No groups configured.", caption: "Groups" }),
+  mount(root, h("div", { class: "title-row" }, h("h1", {}, "Groups"), reloadButton(() => groups(root))), table(cols, body.data, { empty: "No groups configured.", caption: "Groups" }),
     h("p", { class: "muted" }, "From the config file: a user's group sets the models they may call and multiplies their prices."));
 }

@@ -46,17 +46,18 @@ function showNewKey(key) {
 }
 
 export async function keys(root) {
-  const body = await api("GET", "/api/keys");
+  const [body, offered] = await Promise.all([api("GET", "/api/keys"), api("GET", "/api/console/models")]);
+  const models = offered.data.map((m) => m.id); // the group's models, as the allowlist's choices
   const reload = () => keys(root);
   const known = tabKeys.all();
   // Optional key fields (rate limits, alert threshold) are offered when this gateway's keys carry them.
   const limits = new Set(KEY_LIMITS.filter((f) => body.data.some((k) => f in k)));
   const createOptions = {
-    limits, models: null,
+    limits, models,
     save: (fields) => api("POST", "/api/keys", fields, undefined, { idempotent: true }),
     done: (key) => { showNewKey(key); reload(); },
   };
-  const editOptions = (k) => ({ limits, models: null, save: (fields) => api("PATCH", `/api/keys/${k.id}`, fields),
+  const editOptions = (k) => ({ limits, models, save: (fields) => api("PATCH", `/api/keys/${k.id}`, fields),
     done: () => { toast("Saved."); reload(); } });
   const cols = [
     { title: "Name", cell: (k) => k.name },
