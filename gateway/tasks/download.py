@@ -46,6 +46,11 @@ CHUNK = 64 * 1024
 _RELAYED = ("content-range", "accept-ranges", "etag", "last-modified")
 _FORWARDED = ("Range", "If-Range")
 _PASSED = frozenset({200, 206, 416})  # statuses relayed as they are (416: a range past the end)
+_MEDIA_KINDS = ("image/", "video/", "audio/")
+# A file an upstream chose is served from the gateway's origin (where the console keeps its
+# token): browsers must not sniff it into a page, and nothing in it may run.
+_LOCKED = ((b"x-content-type-options", b"nosniff"),
+           (b"content-security-policy", b"sandbox"))
 
 
 class DownloadStream(Response):
@@ -61,10 +66,13 @@ class DownloadStream(Response):
         self._limit = limit_bytes
         self._deadline_s = deadline_s
         self._head_only = head_only
-        kind = response.headers.get("Content-Type") or media_type
+        kind = response.headers.get("Content-Type") or ""
+        if not kind.lower().startswith(_MEDIA_KINDS) or "svg" in kind.lower():
+            kind = media_type  # never a page (HTML, SVG with script) on the gateway's own origin
         disposition = f'inline; filename="{filename}"'
         self._out: list[tuple[bytes, bytes]] = [(b"content-type", kind.encode("latin-1")),
-                                                (b"content-disposition", disposition.encode("latin-1"))]
+                                                (b"content-disposition", disposition.encode("latin-1")),
+                                                *_LOCKED]
         # aiohttp decodes a compressed body (asked for as is, below, but a server may still send
         # one): its Content-Length would then not be the length of what is relayed.
         encoded = response.headers.get("Content-Encoding", "identity").lower() != "identity"

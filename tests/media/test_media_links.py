@@ -64,6 +64,7 @@ async def test_image_links_are_signed_gateway_links(tgw: GatewayHandle) -> None:
 
     status, body, headers = await get(tgw, link)  # no key: the link is the credential
     assert status == 200 and body.startswith(b"\x89PNG") and headers["Content-Type"] == "image/png"
+    assert headers["X-Content-Type-Options"] == "nosniff" and headers["Content-Security-Policy"] == "sandbox"
     assert body == (await get(tgw, upstream))[1]
     listed = await tgw.request("POST", "/imagetask/task/list-by-condition", json={"ids": [task["id"]]},
                                key=tgw.key)
