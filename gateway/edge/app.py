@@ -190,6 +190,7 @@ def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
                     stack.callback(unwatch_sighup)
                     register_worker()
                     stack.callback(unregister_worker)
+                    await gateway.reloader.catch_up(gateway)
             yield
 
     return lifespan

@@ -64,7 +64,8 @@ class Reloader:
         self._lock = asyncio.Lock()
 
     def remember(self) -> None:
-        """The file as it is now is the one the process started with."""
+        """The file as it is now is the one the process starts with (read before the config is
+        loaded from it: a change in between is found by the next reload, not missed)."""
         if self.path is not None:
             with contextlib.suppress(OSError):
                 self._loaded = self.path.read_bytes()
@@ -88,6 +89,14 @@ class Reloader:
             apply(gateway, kept_for_restart(gateway.config, new))
             self._loaded = text
             return result
+
+
+    async def catch_up(self, gateway: Gateway) -> None:
+        """Once this worker can be signalled: a change made to the file while it was starting
+        (whose SIGHUP it could not hear yet) is loaded now."""
+        result = await self.reload(gateway)
+        if not result.unchanged:
+            report(result, "a change made while the worker started")
 
 
 def restart_needed(old: Config, new: Config) -> list[str]:
