@@ -184,3 +184,28 @@ async def test_reload_shows_why_a_config_cannot_be_read(gw: GatewayHandle, conso
     await problems.wait_for()
     assert "not started from a config file" in await problems.inner_text()
     await c.shot(page, "admin-reload-refused")
+
+
+async def test_overview_from_the_usage_roll_ups(gw: GatewayHandle, console: Any) -> None:
+    async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=gw.key, max_retries=0) as client:
+        for model in ("sim-chat", "sim-chat", "sim-claude"):
+            await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    usage = (await gw.admin("GET", "/admin/usage?bucket=hour")).json()
+    c = console(gw.base_url)
+    page = await c.open()
+    await sign_in(page, "admin", ADMIN_KEY)  # admins land on the overview
+    await page.wait_for_selector("[data-stat=calls]")
+    assert (await page.locator("[data-stat=calls] strong").inner_text()) == "3"
+    await page.select_option("select[name=bucket]", "hour")
+    await page.select_option("select[name=group_by]", "model")
+    await page.click("form.filters button[type=submit]")
+    await page.wait_for_selector("text=By model")
+    table = await page.locator("table:has(caption:text('Usage by model')) tbody").inner_text()
+    assert "sim-chat" in table and "sim-claude" in table
+    async with page.expect_download() as download:
+        await page.click("[data-test=export-dimension]")
+    path = await (await download.value).path()
+    rows = list(csv.DictReader(io.StringIO(open(path, encoding="utf-8").read())))  # noqa: ASYNC230
+    assert {r["model"]: int(r["calls"]) for r in rows} == {"sim-chat": 2, "sim-claude": 1}
+    assert sum(float(r["cost_usd"]) for r in rows) == usage["totals"]["cost_usd"]
+    await c.shot(page, "admin-overview-by-model")

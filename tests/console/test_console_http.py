@@ -68,8 +68,12 @@ async def test_views_show_only_the_callers_data(gw: Any) -> None:
     assert summary["user"]["balance_usd"] == pytest.approx(100 - spent, abs=1e-9)
     assert summary["rmb_per_usd"] == 7.2
 
+    offered = (await gw.request("GET", "/api/console/models", key=gw.user_token)).json()["data"]
+    chat = {m["id"]: m["chat"] for m in offered}
+    assert chat["sim-chat"] and chat["sim-claude"] and not chat["sim-embed"] and not chat["sim-gemini-embed"]
+
     assert (await gw.request("GET", "/api/console/tasks", key=gw.user_token)).json() == {
         "data": [], "total": 0, "page": 1, "page_size": 20}
-    for path in ("/api/console/summary", "/api/console/logs", "/api/console/tasks"):
+    for path in ("/api/console/summary", "/api/console/logs", "/api/console/tasks", "/api/console/models"):
         assert_error(await gw.request("GET", path), "chat", 401, "invalid_api_key")
         assert_error(await gw.request("GET", path, key=gw.key), "chat", 401, "invalid_api_key")
