@@ -118,19 +118,22 @@ async def test_media_links_upstream_keeps_the_upstreams_links(gateway_server: St
     assert bare["video_url"] == f"{simulator.base_url}/v1/videos/{task.upstream_task_id}/content"
 
 
-@pytest.mark.parametrize("admitted", [False, True])
+@pytest.mark.parametrize(("option", "host", "admitted"), [("offsite", "localhost", False),
+                                                          ("offsiteip", "127.0.0.2", False),
+                                                          ("offsite", "localhost", True)])
 async def test_an_offsite_result_link_passes_the_ssrf_guard(
         gateway_server: StartGateway, media_config: Callable[..., Config], caplog: pytest.LogCaptureFixture,
-        admitted: bool) -> None:
-    """The upstream names ``localhost`` for its files: another origin, on a private address. Not
-    admitted, the gateway refuses to go there (502, one warning naming the upstream); admitted by
-    ``tasks.callback_allowlist``, the file is relayed."""
+        option: str, host: str, admitted: bool) -> None:
+    """The upstream names another host for its files (``localhost``, or the IP literal
+    ``127.0.0.2``): another origin, on a private address. Not admitted, the gateway refuses to go
+    there (502, one warning naming the upstream); admitted by ``tasks.callback_allowlist``, the file
+    is relayed."""
     caplog.set_level(logging.INFO)
-    allow = ["localhost"] if admitted else []
+    allow = [host] if admitted else []
     gw = await with_user(await gateway_server(media_config(tasks={"callback_allowlist": allow})))
-    done = await video(gw, "elsewhere sim:dur100 sim:offsite")
+    done = await video(gw, f"elsewhere sim:dur100 sim:{option}")
     upstream = (await stored_result(gw, done["id"]))["video_url"]
-    assert upstream.startswith("http://localhost:"), upstream
+    assert upstream.startswith(f"http://{host}:"), upstream
     caplog.clear()
     status, body, _ = await get(gw, done["video_url"])
     if admitted:

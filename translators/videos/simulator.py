@@ -8,7 +8,8 @@ tenth, then ``processing`` with a progress), ``taskfail`` (ends ``failed`` with 
 is refused with a 400), ``made<S>`` (reports S seconds made; default the seconds asked for),
 ``kb<N>`` (the video file's size in KB, default 64: made as it is sent, never held, so a 200 MB
 file costs nothing), ``offsite`` (the result links name ``localhost`` instead of the address the
-upstream was asked on: another origin, on a private address), ``nolinks`` (as the OpenAI API: no
+upstream was asked on: another origin, on a private address; ``offsiteip``: ``127.0.0.2``, an IP
+literal), ``nolinks`` (as the OpenAI API: no
 links in the video object; the files are at ``GET /v1/videos/<id>/content[?variant=thumbnail]``,
 with the credential). Files answer ``Range`` requests with a 206. The common fault options
 (``fail503``, ``hang``...) apply as well.
@@ -39,6 +40,7 @@ _OPTION = re.compile(r"^(made|kb)(\d+)$")
 _THUMBNAIL_BYTES = 64 * 1024
 _PIECE = 64 * 1024
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+_OFFSITE = {"offsite": "localhost", "offsiteip": "127.0.0.2"}
 
 
 class VideosSide(SimVendor):
@@ -55,7 +57,7 @@ SIDE = VideosSide()
 class Options(TaskOptions):
     made_s: int | None = None
     size_kb: int = 64
-    offsite: bool = False
+    offsite: str = ""  # the host result links name instead of the one the upstream was asked on
     nolinks: bool = False
 
     def apply_word(self, word: str) -> None:
@@ -64,8 +66,10 @@ class Options(TaskOptions):
                 self.made_s = int(match.group(2))
             else:
                 self.size_kb = max(int(match.group(2)), 1)
-        elif word in ("offsite", "nolinks"):
-            setattr(self, word, True)
+        elif word in _OFFSITE:
+            self.offsite = _OFFSITE[word]
+        elif word == "nolinks":
+            self.nolinks = True
 
 
 @dataclass
@@ -84,7 +88,7 @@ class SimVideo:
 
     def view(self, base_url: str) -> dict[str, Any]:
         o, t = self.options, self.elapsed()
-        files_url = base_url.replace("//127.0.0.1:", "//localhost:", 1) if o.offsite else base_url
+        files_url = base_url.replace("//127.0.0.1:", f"//{o.offsite}:", 1) if o.offsite else base_url
         out: dict[str, Any] = {"id": self.id, "object": "video.task", "model": self.model,
                                "created_at": int(self.created), "size": self.size,
                                "seconds": str(self.seconds), "progress": 0, "status": "queued"}
