@@ -32,7 +32,7 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.api import DEFAULT_FAMILY, Gateway, documented, endpoint, get_gateway, hookimpl
 from gateway.api.accounts import Catalogue, RequestLog, SoftLimitCrossing
-from plugins.metrics_ops import CallSeries, OperatorSeries
+from plugins.metrics_ops import CallSeries, Children, OperatorSeries
 from plugins.metrics_workers import Workers
 
 EXTENSION = "metrics"
@@ -52,25 +52,25 @@ class Metrics:
     def __init__(self, catalogue: Catalogue) -> None:
         self._catalogue = catalogue
         self.registry = registry = CollectorRegistry(auto_describe=False)
-        self.requests = Counter("gateway_requests", "Metered requests by route/model/status/outcome.",
-                                ("route", "model", "status", "outcome"), registry=registry)
-        self.latency = Histogram("gateway_request_duration_seconds", "Request duration by route and model.",
-                                 ("route", "model"), buckets=BUCKETS_S, registry=registry)
-        self.upstream_errors = Counter("gateway_upstream_errors", "Upstream failures and cut streams.",
-                                       ("upstream", "outcome"), registry=registry)
-        self.tokens = Counter("gateway_tokens", "Tokens served by model and kind.", ("model", "kind"),
-                              registry=registry)
+        self.requests = Children(Counter(
+            "gateway_requests", "Metered requests by route/model/status/outcome.",
+            ("route", "model", "status", "outcome"), registry=registry))
+        self.latency = Children(Histogram(
+            "gateway_request_duration_seconds", "Request duration by route and model.", ("route", "model"),
+            buckets=BUCKETS_S, registry=registry))
+        self.upstream_errors = Children(Counter(
+            "gateway_upstream_errors", "Upstream failures and cut streams.", ("upstream", "outcome"),
+            registry=registry))
+        self.tokens = Children(Counter(
+            "gateway_tokens", "Tokens served by model and kind.", ("model", "kind"), registry=registry))
         self.soft_limits = Counter("gateway_soft_limit_reached", "Soft limits crossed, by key or user.",
                                    ("scope",), registry=registry)
         for scope in ("key", "user"):
-            self.soft_limits.labels(scope)
+            self.soft_limits.labels(scope)  # shown from the start, at 0
         self.operator = OperatorSeries(registry)
         self.calls = CallSeries(registry, BUCKETS_S)  # spend by model and group, time to first token
         self._routes: set[str] = set()
         self._route_of: dict[str, str] = {}  # path -> its route label
-        # (route, model, status, outcome) -> its request counter and duration histogram: the label
-        # lookups of prometheus_client, done once per distinct call instead of on every call.
-        self._per_call: dict[tuple[str, str, int, str], tuple[Counter, Histogram]] = {}
 
     def _route(self, path: str) -> str:
         """The route label: the model taken out of the path (it has its own label), and a bound
@@ -89,22 +89,16 @@ class Metrics:
 
     def observe(self, log: RequestLog) -> None:
         model = log.model if self._catalogue.model(log.model) is not None else "other"
-        key = (self._route(log.route), model, log.status, log.outcome)
-        series = self._per_call.get(key)
-        if series is None:
-            route = key[0]
-            series = (self.requests.labels(route, model, str(log.status), log.outcome),
-                      self.latency.labels(route, model))
-            self._per_call[key] = series
-        series[0].inc()
-        series[1].observe(log.use_time_ms / 1000)
+        route = self._route(log.route)
+        self.requests(route, model, str(log.status), log.outcome).inc()
+        self.latency(route, model).observe(log.use_time_ms / 1000)
         if log.outcome in UPSTREAM_FAILURES:
-            self.upstream_errors.labels(log.upstream or "none", log.outcome).inc()
+            self.upstream_errors(log.upstream or "none", log.outcome).inc()
         self.calls.observe(log, model)
         if log.prompt_tokens:
-            self.tokens.labels(model, "prompt").inc(log.prompt_tokens)
+            self.tokens(model, "prompt").inc(log.prompt_tokens)
         if log.completion_tokens:
-            self.tokens.labels(model, "completion").inc(log.completion_tokens)
+            self.tokens(model, "completion").inc(log.completion_tokens)
 
 
 def exposition(gw: Gateway) -> bytes:

@@ -26,9 +26,10 @@ request path.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics import MetricWrapperBase
 
 from gateway.api import Gateway
 from gateway.api.accounts import RequestLog
@@ -50,22 +51,42 @@ LabelValues = tuple[str, ...]
 WorkersJoin = Literal["liveall", "livesum"]
 
 
+Metric = TypeVar("Metric", bound=MetricWrapperBase)
+
+
+class Children(Generic[Metric]):
+    """A labelled metric's series, each looked up once: prometheus_client's ``labels()`` checks its
+    arguments and takes a lock on every call, which made most of a call's metric updates' cost."""
+
+    def __init__(self, metric: Metric) -> None:
+        self.metric = metric
+        self._known: dict[LabelValues, Metric] = {}
+
+    def __call__(self, *labels: str) -> Metric:
+        child = self._known.get(labels)
+        if child is None:
+            child = self._known[labels] = self.metric.labels(*labels)
+        return child
+
+
 class CallSeries:
     """Spend and time to first token, fed with each metered call (``Metrics.observe``)."""
 
     def __init__(self, registry: CollectorRegistry, buckets: tuple[float, ...]) -> None:
-        self.spend = Counter("gateway_spend_usd", "Charged cost of metered calls by model and user group.",
-                             ("model", "group"), registry=registry)
-        self.ttft = Histogram("gateway_time_to_first_token_seconds",
-                              "Streams: from arrival to the upstream's first chunk, by model.", ("model",),
-                              buckets=buckets, registry=registry)
+        self.spend = Children(Counter(
+            "gateway_spend_usd", "Charged cost of metered calls by model and user group.", ("model", "group"),
+            registry=registry))
+        self.ttft = Children(Histogram(
+            "gateway_time_to_first_token_seconds",
+            "Streams: from arrival to the upstream's first chunk, by model.", ("model",), buckets=buckets,
+            registry=registry))
         self._groups: set[str] = set()
 
     def observe(self, log: RequestLog, model: str) -> None:
         if log.charge_nano:
-            self.spend.labels(model, self._group(group_of(log))).inc(log.charge_nano / 1e9)
+            self.spend(model, self._group(group_of(log))).inc(log.charge_nano / 1e9)
         if log.is_stream and log.first_byte_ms is not None:
-            self.ttft.labels(model).observe(log.first_byte_ms / 1000)
+            self.ttft(model).observe(log.first_byte_ms / 1000)
 
     def _group(self, group: str) -> str:
         if group not in self._groups and len(self._groups) >= MAX_GROUPS:
