@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.edge.http import JSON_MEDIA_TYPE, get_gateway, read_json_body
+from gateway.relay.families import bearer_token
 from gateway.runtime.errors import GatewayError, InvalidRequest
 
 HEADER = "Idempotency-Key"
@@ -186,9 +187,9 @@ async def serve_claimed(handler: Handler, request: Request, caller: Caller, key:
 async def admin_caller(request: Request) -> Caller:
     gateway = get_gateway(request)
     gateway.auth.authenticate_admin(request)
-    return Caller(scope="admin", secret=request.headers.get("authorization", ""))
+    return Caller(scope="admin", secret=bearer_token(request) or "")
 
 
 async def user_caller(request: Request) -> Caller:
     user = await get_gateway(request).auth.authenticate_user_token(request)
-    return Caller(scope=f"user:{user.id}", secret=request.headers.get("authorization", ""))
+    return Caller(scope=f"user:{user.id}", secret=bearer_token(request) or "")
