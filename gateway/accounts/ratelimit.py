@@ -46,6 +46,7 @@ from gateway.accounts.records import Principal, RequestLog
 from gateway.hooks.markers import hookimpl
 from gateway.runtime.errors import RateLimited, ServiceUnavailable
 from gateway.runtime.outage import Outage
+from gateway.runtime.redis_client import redis_client
 
 if TYPE_CHECKING:
     from gateway.runtime.context import Gateway
@@ -223,8 +224,6 @@ class RedisBackend:
     ``ratelimit.on_redis_error`` policy applied while Redis does not answer."""
 
     def __init__(self, url: str, *, timeout_s: float = 0.25, on_error: str = "allow") -> None:
-        from gateway.runtime.redis_client import redis_client
-
         self._client: Any = redis_client(url, timeout_s)
         self._check: Any = self._client.register_script(_CHECK)
         self._add: Any = self._client.register_script(_ADD)

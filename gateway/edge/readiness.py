@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.accounts.ratelimit import RedisBackend, limiter_of
 from gateway.edge.http import get_gateway, json_response
 from gateway.edge.openapi import documented
 from gateway.runtime.context import Gateway
@@ -35,8 +36,6 @@ async def readiness(gateway: Gateway) -> dict[str, bool]:
     """Each shared service this process needs, and whether it answers now."""
     checks = {"database": _answers(gateway.storage.ping, DATABASE_CHECK_S)}
     if gateway.config.redis:
-        from gateway.accounts.ratelimit import RedisBackend, limiter_of
-
         backend = limiter_of(gateway).backend
         if isinstance(backend, RedisBackend):
             # its own command timeout bounds it; the outer one only guards against a bug

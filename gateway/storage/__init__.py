@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl
 
 from gateway.storage.base import Storage
+from gateway.storage.sqlite import SqliteStorage
 
 __all__ = ["Storage", "open_storage"]
 
@@ -21,8 +22,6 @@ def open_storage(database_url: str) -> Storage:
     """The backend for ``database_url``, not yet connected: ``await storage.open()`` connects and
     applies pending migrations, ``await storage.close()`` ends it."""
     if database_url.startswith(SQLITE_PREFIX):
-        from gateway.storage.sqlite import SqliteStorage
-
         path, _, query = database_url[len(SQLITE_PREFIX):].partition("?")
         if not path:
             raise ValueError("sqlite URL without a path: use sqlite:///path/to/file.db")
