@@ -20,6 +20,7 @@ import hmac
 import logging
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
@@ -53,8 +54,6 @@ REDIS_CHANNEL = "gateway:auth-changed"  # suffixed with the Redis db: one deploy
 def redis_channel(redis_url: str) -> str:
     """Pub/sub ignores the db number, so deployments sharing one Redis server on different dbs
     would otherwise empty each other's caches."""
-    from urllib.parse import urlsplit
-
     db = urlsplit(redis_url).path.strip("/") or "0"
     return f"{REDIS_CHANNEL}:{db}"
 
