@@ -1,7 +1,7 @@
 """``GET /openapi.json``: the gateway's OpenAPI 3.1 document (``gateway.edge.openapi``), public.
 
 Built from the app's route table at the first request, when every plugin's routes are in it (in a
-worker thread: some tens of milliseconds of CPU that other requests need not wait for), and kept for
+worker thread, so that other requests need not wait for the work), and kept for
 the life of the app in ``gateway.extensions["openapi"]`` (the routes do not change).
 """
 

@@ -21,9 +21,8 @@ from typing import cast
 def _builtin_sha256() -> Callable[[bytes], hashlib._Hash]:
     """CPython's own sha256 (``_sha2`` from 3.12, ``_sha256`` before), else hashlib's (OpenSSL).
 
-    Measured in the serving process at concurrency 1 on a VM (issue 14): 2.2 us a call against
-    8.8 us for OpenSSL 3's, whose every new context goes through its provider machinery; the same
-    digest either way (tests/core/test_keys.py)."""
+    Cheaper per key than OpenSSL 3's, whose every new context goes through its provider machinery
+    (docs/performance.md); the same digest either way (tests/core/test_keys.py)."""
     for module in ("_sha2", "_sha256"):
         with contextlib.suppress(ImportError, AttributeError):
             return cast("Callable[[bytes], hashlib._Hash]", importlib.import_module(module).sha256)

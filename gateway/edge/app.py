@@ -35,10 +35,11 @@ from gateway.edge.openapi import documented
 from gateway.edge.readiness import readyz
 from gateway.edge.routing import ExactPathDispatch, lean_handlers
 from gateway.hooks.manager import collect_adapters, collect_families, make_plugin_manager
-from gateway.relay.offload import BUDGET_BODIES, BodyWorkBudget, return_freed_memory_to_the_system
+from gateway.relay.offload import BUDGET_BODIES, BodyWorkBudget
+from gateway.runtime import tuning
 from gateway.runtime.context import Gateway
 from gateway.runtime.lifecycle import Lifecycle
-from gateway.runtime.reload import unwatch_sighup, watch_sighup
+from gateway.runtime.reload import reloader_of, unwatch_sighup, watch_sighup
 from gateway.runtime.workers import register_worker, unregister_worker
 from gateway.settings.config import Config, check_protocols
 from gateway.storage import open_storage
@@ -76,7 +77,7 @@ def create_app(config: Config, *, extra_plugins: Sequence[object] = (),
         lifecycle=Lifecycle(config.shutdown_grace_s),
     )
     # Large bodies are decoded and counted off the event loop, within a byte budget.
-    return_freed_memory_to_the_system()
+    tuning.pin_mmap_threshold()
     body_work = BodyWorkBudget(BUDGET_BODIES * config.limits.json_body_bytes, config.limits.json_max_elements)
     app = GatewayApp(
         routes=[*core_routes(), *collect_routes(pm, gateway)],
@@ -185,12 +186,13 @@ def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
             stack.callback(gateway.lifecycle.unwatch_signals)
             if gateway.lifecycle.chain_signals:  # served by ``gateway serve``
                 gateway.lifecycle.watch_signals()
-                if gateway.reloader is not None:  # SIGHUP reloads; other workers can find this one
-                    watch_sighup(gateway, gateway.reloader)
+                reloader = reloader_of(gateway)
+                if reloader is not None:  # SIGHUP reloads; other workers can find this one
+                    watch_sighup(gateway, reloader)
                     stack.callback(unwatch_sighup)
                     register_worker()
                     stack.callback(unregister_worker)
-                    await gateway.reloader.catch_up(gateway)
+                    await reloader.catch_up(gateway)
             yield
 
     return lifespan

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -33,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.relay.families import FamilyRegistry, render_default_error
 from gateway.relay.offload import check_elements
+from gateway.runtime import tuning
 from gateway.runtime.errors import GatewayError, InvalidRequest
 from gateway.runtime.observe import note_error
 from gateway.wire.decode import decode_body  # re-exported: the one field-naming decoder
@@ -67,41 +66,15 @@ error_log = logging.getLogger("gateway.runtime.errors")
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
 
-class _RandomBytes:
-    """The operating system's random bytes, read 4 KiB at a time: one getrandom() system call per
-    256 request ids instead of one per call (about 1.5% of a call's CPU at c=16 on a VM). A forked
-    child drops what its parent had read, so that workers never hand out the same ids."""
-
-    _READ = 4096
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._at = 0
-        self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def take(self, count: int) -> bytes:
-        with self._lock:
-            at = self._at
-            if at + count > len(self._buffer):
-                self._buffer, at = os.urandom(self._READ), 0
-            self._at = at + count
-            return self._buffer[at:at + count]
-
-    def _forget(self) -> None:
-        self._buffer, self._at = b"", 0
-
-
-_RANDOM = _RandomBytes()
+_RANDOM = tuning.RandomBytes()
 
 
 def new_request_id() -> str:
     """``req_`` + 32 hex characters: the time in milliseconds (12) then 10 random bytes (20).
 
     Time first, as in UUIDv7 or ULID, so that the ids a process hands out sort by time and the
-    request log's index on them grows at its end: with random ids every logged call wrote a page of
-    its own to that index in each commit (23 of the 36 pages of a settlement batch's commit at
-    concurrency 1, each about 10 us of CPU on a VM). 80 random bits keep ids unique across
+    request log's index on them grows at its end (random ids would make every logged call write
+    a page of its own to that index in each commit). 80 random bits keep ids unique across
     processes and replicas within one millisecond."""
     return f"req_{time.time_ns() // 1_000_000:012x}{_RANDOM.take(10).hex()}"
 
@@ -168,7 +141,7 @@ def body_response(body: bytes, media_type: str = JSON_MEDIA_TYPE, *,
                   then: Callable[[], None] | None = None) -> Response:
     """``body`` as a 200 response; a large one is handed to the server a slice at a time, under its
     full Content-Length: the server copies what it is given while holding the GIL, and one copy
-    of a 60 MB answer (2,048 embedding vectors) held every other request for 50 ms.
+    of a large answer would hold every other request for as long.
 
     ``then`` (a metered call's bookkeeping) runs right after the answer is handed to the server,
     whether or not that succeeds, so that the answer does not wait for it: nothing else runs on

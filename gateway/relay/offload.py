@@ -5,9 +5,9 @@ pure Python; on the event loop that freezes every other request (``/healthz`` in
 long. ``off_loop(request, nbytes, fn)`` runs ``fn`` inline for a small body (a thread hop costs
 more than the work) and in the app's one body-work thread for a large one, so the loop keeps
 serving: the GIL is handed back to it every ``sys.getswitchinterval()`` while the worker runs
-Python code, and sooner while body work runs (``BUSY_SWITCH_INTERVAL_S``). The cyclic GC is paused
-in the worker, whose allocations would otherwise trigger collections that walk the whole heap
-holding the GIL.
+Python code, and sooner while body work runs (``tuning.BusySwitchInterval``). The cyclic GC is
+paused in the worker (``tuning.without_gc_pauses``), whose allocations would otherwise trigger
+collections that walk the whole heap holding the GIL.
 
 Threads share the process's memory, and a decoded body is several times its size, so large work
 is also admitted against a byte budget (``BodyWorkBudget``, one per app, sized from
@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
-import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -38,6 +36,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from gateway.relay.body_process import BodyProcess, ChildFailed
+from gateway.runtime import tuning
 from gateway.runtime.errors import InvalidRequest
 from gateway.wire.json_shape import count_elements
 
@@ -46,8 +45,6 @@ logger = logging.getLogger(__name__)
 
 INLINE_BYTES = 256 * 1024  # below this the work is done on the loop (well under a millisecond)
 BUDGET_BODIES = 2  # maximal bodies worked on at once
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-BUSY_SWITCH_INTERVAL_S = 0.0005  # sys.setswitchinterval while a body is worked on (default 0.005)
 
 
 class BodyWorkBudget:
@@ -59,11 +56,11 @@ class BodyWorkBudget:
         self.max_elements = max_elements
         self.process = BodyProcess()
         self.used = 0
-        self._switch_interval = sys.getswitchinterval()
+        self._busy = tuning.BusySwitchInterval()
         self._waiters: list[asyncio.Future[None]] = []
         # One worker: each CPU-bound thread takes the GIL for a switch interval at a time, and
         # the event loop, which needs it several times per request it serves, waits behind every
-        # such thread; with one, its wait stays a few milliseconds (measured, tests/hardening).
+        # such thread; with one, its wait stays a few milliseconds (tests/hardening).
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="body-work")
 
     async def aclose(self) -> None:
@@ -83,36 +80,17 @@ class BodyWorkBudget:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(waiter)
         if self.used == 0:
-            # While the worker runs Python, the event loop waits for the GIL up to a switch
-            # interval each time it needs it (several times per request it serves): a shorter
-            # interval for as long as there is body work keeps that wait well under a millisecond.
-            self._switch_interval = sys.getswitchinterval()
-            sys.setswitchinterval(BUSY_SWITCH_INTERVAL_S)
+            self._busy.begin()
         self.used += need
 
     def release(self, need: int) -> None:
         self.used -= need
         if self.used == 0:
-            sys.setswitchinterval(self._switch_interval)
+            self._busy.end()
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-
-
-def _without_gc_pauses(fn: Callable[[], T]) -> T:
-    """``fn()`` with the cyclic GC paused. Decoding a body of many small messages makes hundreds
-    of thousands of objects, and each allocation-triggered collection of the old generation walks
-    the whole heap holding the GIL (100+ ms in a busy process): the event loop would wait through
-    each. Paused, the new objects are looked at once, young, by the next collection. Only the
-    body-work thread does this, one body at a time."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return fn()
-    finally:
-        if paused:
-            gc.enable()
 
 
 def budget_for(request: Request) -> BodyWorkBudget | None:
@@ -131,7 +109,7 @@ async def off_loop(request: Request, nbytes: int, fn: Callable[[], T]) -> T:
         return await asyncio.to_thread(fn)
     need = budget.need(nbytes)
     await budget.acquire(need)
-    work = asyncio.get_running_loop().run_in_executor(budget.executor, _without_gc_pauses, fn)
+    work = asyncio.get_running_loop().run_in_executor(budget.executor, tuning.without_gc_pauses, fn)
 
     def done(task: asyncio.Future[T]) -> None:
         budget.release(need)
@@ -170,17 +148,3 @@ async def check_elements(request: Request, body: bytes, bound: int) -> None:
         raise InvalidRequest(
             f"The request body has more than {budget.max_elements} JSON elements (array items and "
             f"object members, `limits.json_max_elements`); send fewer messages or parts.")
-
-
-def return_freed_memory_to_the_system() -> None:
-    """Pin glibc's mmap threshold (128 KiB, its starting value): by default it grows to the size
-    of the largest block freed, up to 32 MiB, after which body-sized buffers come from the heap,
-    which fragments and is rarely given back, and the process keeps every large body's memory
-    for good. Pinned, each large buffer is its own mapping, returned to the system when freed.
-    A no-op away from glibc."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, 128 * 1024)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import gc
 import http.client
 import json
 import logging
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
+from gateway.runtime import tuning
 from gateway.runtime.workers import WORKERS_DIR_ENV
 from gateway.server import servers
 from gateway.server.servers import DEFAULT_SERVER
@@ -47,10 +47,6 @@ SIMULATOR_TOKEN_ENV = "GATEWAY_SIMULATOR_TOKEN"
 # Beyond ``shutdown_grace_s``: ending the streams still open, metering them, flushing the meter.
 SHUTDOWN_MARGIN_S = 10.0
 SIMULATOR_START_TIMEOUT_S = 20.0
-# Allocations between two collections of the youngest generation (Python's default: 700). A call
-# makes a few hundred objects that die when it ends; at 700 the collector ran several times per
-# call and moved the live ones of every call in flight into the older generations.
-YOUNG_COLLECTION_EVERY = 10_000
 
 log = logging.getLogger("gateway.server.serve")
 
@@ -79,12 +75,8 @@ def worker_app() -> Starlette:
 
 def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
                 load_entrypoints: bool = True) -> Starlette:
-    """The app as a serving process runs it: its config loaded, logging configured, and what the
-    process has built before its first request (modules, plugins, the route table, the catalogue:
-    some 60,000 objects) taken out of the garbage collector's full collections, after one
-    collection of what startup left over (``gc.freeze``). Under load a full collection walked them
-    all on the event loop every few seconds: pauses of 15-30 ms measured at concurrency 16, which
-    made the gateway's p99 about twice the bare relay's."""
+    """The app as a serving process runs it: its config loaded, logging configured, and the
+    process tuned for serving once what it serves is built (``gateway.runtime.tuning``)."""
     from gateway.edge.app import create_app
     from gateway.runtime.reload import Reloader
 
@@ -95,10 +87,9 @@ def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
     app = create_app(config, extra_plugins=extra_plugins, load_entrypoints=load_entrypoints)
     gateway = app.state.gateway
     gateway.lifecycle.chain_signals = True  # a real server's SIGTERM begins the drain
-    gateway.reloader = reloader
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(YOUNG_COLLECTION_EVERY)
+    reloader.attach(gateway)
+    tuning.freeze_startup_objects()
+    tuning.collect_young_less_often()
     return app
 
 
@@ -205,12 +196,9 @@ def _netloc(host: str, port: int) -> str:
 # --- the simulator child process -----------------------------------------------------------------
 
 def _die_with_parent() -> None:
-    """Runs in the child before exec: ask Linux to SIGTERM it if the gateway dies (even by
-    SIGKILL), so that a crashed gateway leaves no simulator holding its port."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    """Runs in the child before exec: a crashed gateway (even by SIGKILL) leaves no simulator
+    holding its port."""
+    tuning.die_with_parent(signal.SIGTERM)
 
 
 def _listening(host: str, port: int) -> bool:

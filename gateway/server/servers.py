@@ -75,13 +75,9 @@ def worker_factory() -> Any:
     dies, so that a ``gateway serve`` killed with SIGKILL leaves no worker behind still serving
     (and settling) as if nothing had happened; a crash stays a crash, which the money rules
     recover from (released holds, ``gateway audit``)."""
-    import contextlib
-    import ctypes
-    import sys
+    from gateway.runtime.tuning import die_with_parent
 
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    die_with_parent(signal.SIGKILL)
     return load_factory(os.environ[FACTORY_ENV])()
 
 
