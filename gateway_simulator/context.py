@@ -9,6 +9,9 @@ Fault / latency options are read from the upstream credential (split on ``-``) a
 * ``cut<N>``        streams are closed abruptly after N content chunks; non-stream bodies are truncated
 * ``nousage``       omit usage from every response and stream (sides read ``Ctx.usage``)
 * ``hang``          accept the request and never answer (sleeps one hour; cancelled on disconnect)
+* ``window<N>``     the model's context window is N tokens: a request whose JSON body counts more
+                    (``textgen.count_tokens``) is refused with the API's own "input too long for
+                    the context" error (``SimVendor.context_too_long``)
 * ``inflate<N>``    every token count in a reported usage is multiplied by N (an upstream whose
                     tokenizer counts far more than any estimate; applied to the bytes by
                     ``Ctx.respond`` / ``Ctx.send``)
@@ -40,7 +43,7 @@ class SimulatorSettings:
 
 
 SETTINGS_KEY = web.AppKey("sim_settings", SimulatorSettings)
-_OPT_RE = re.compile(r"^(fail|ttft|tok|cut|inflate)(\d+)$")
+_OPT_RE = re.compile(r"^(fail|ttft|tok|cut|inflate|window)(\d+)$")
 # The usage counters of the three text families, as they appear in answers and stream events.
 _USAGE_COUNT = re.compile(rb'("(?:prompt_tokens|completion_tokens|total_tokens|input_tokens|output_tokens|'
                           rb'promptTokenCount|candidatesTokenCount|totalTokenCount)"\s*:\s*)(\d+)')
@@ -55,6 +58,7 @@ class Faults:
     nousage: bool = False
     hang: bool = False
     inflate: int = 1
+    window: int | None = None
 
     @classmethod
     def parse(cls, *sources: str) -> Faults:
@@ -76,6 +80,8 @@ class Faults:
                         f.tok_ms = float(value)
                     elif name == "inflate":
                         f.inflate = max(value, 1)
+                    elif name == "window":
+                        f.window = value
                     else:
                         f.cut = value
         return f

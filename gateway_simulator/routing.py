@@ -32,6 +32,7 @@ import orjson
 from aiohttp import web
 
 from gateway_simulator.context import SETTINGS_KEY, BadRequest, Ctx, Faults, StreamCut, json_response
+from gateway_simulator.textgen import count_tokens
 
 Handler = Callable[[Ctx], Awaitable[web.StreamResponse]]
 WebHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -59,6 +60,11 @@ class SimVendor:
 
     def stamp(self, request: web.Request, response: web.StreamResponse) -> None:
         """Add the API's own response headers (request ids, ...) before the response is sent."""
+
+    def context_too_long(self, tokens: int, window: int) -> tuple[int, Any]:
+        """(status, body) of the API's refusal of an input over the model's context window (the
+        ``window<N>`` fault option). Default: a 400 in the API's envelope."""
+        return 400, self.error_body(400, f"input of {tokens} tokens is over the context window of {window}")
 
 
 VENDOR_KEY = web.RequestKey("sim_vendor", SimVendor)
@@ -109,6 +115,11 @@ def endpoint(vendor: SimVendor, handler: Handler, model_of: ModelOf = body_model
             if ctx.ttft_s:
                 await asyncio.sleep(ctx.ttft_s)
             return ctx.error(ctx.faults.fail, "simulated failure")
+        if ctx.faults.window is not None and request.method == "POST":
+            tokens = count_tokens(orjson.dumps(body).decode())
+            if tokens > ctx.faults.window:
+                status, refusal = vendor.context_too_long(tokens, ctx.faults.window)
+                return json_response(refusal, status=status)
         try:
             return await handler(ctx)
         except BadRequest as exc:

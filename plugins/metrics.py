@@ -88,7 +88,7 @@ class Metrics:
         return route
 
     def observe(self, log: RequestLog) -> None:
-        model = log.model if self._catalogue.model(log.model) is not None else "other"
+        model = self._catalogue.label(log.model) or "other"  # a wildcard's ids as their pattern
         route = self._route(log.route)
         self.requests(route, model, str(log.status), log.outcome).inc()
         self.latency(route, model).observe(log.use_time_ms / 1000)

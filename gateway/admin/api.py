@@ -25,6 +25,8 @@ from gateway.edge.openapi import documented
 from gateway.relay.families import DEFAULT_FAMILY
 from gateway.runtime.errors import GatewayError, InvalidRequest, NotFound
 from gateway.settings.config import Config
+from gateway.settings.model_ids import pattern_problem
+from gateway.settings.routes_check import in_catalogue
 from gateway.storage.base import Storage
 from gateway.storage.rows import KeyChanges
 
@@ -206,7 +208,8 @@ class AdminOps:
 
     def _check_models(self, models: list[str] | None) -> None:
         for i, model_id in enumerate(models or ()):
-            if self.config.model(model_id) is None:
+            # An id or a pattern (``vendor/*``) the catalogue prices, itself or by a pattern.
+            if pattern_problem(model_id) or not in_catalogue(self.config.models_by_id, model_id):
                 raise InvalidRequest(f"Invalid value for `models[{i}]`: unknown model {model_id!r}.",
                                      param=f"models[{i}]")
 

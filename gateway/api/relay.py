@@ -1,13 +1,15 @@
 """The relay's building blocks, for a family whose endpoints relay on their own rather than through
 ``serve_generate`` (audio uploads, the Responses API's stored state, token counts): the call's
-metering (``CallContext``), upstream attempts with failover, stream relays, work moved off the
-event loop, token estimates, and the sealed reasoning state families hand to clients.
+metering (``CallContext``), upstream attempts with failover (``attempt_models``: then the model's
+fallbacks, ``fallback_headers`` for the answer), stream relays, work moved off the event loop,
+token estimates, and the sealed reasoning state families hand to clients.
 """
 
 from __future__ import annotations
 
 from gateway.accounts.ratelimit import admit_call
 from gateway.relay.call import CallContext
+from gateway.relay.fallback import FALLBACK_HEADER, attempt_models, fallback_headers
 from gateway.relay.offload import off_loop, off_process
 from gateway.relay.reasoning_state import (
     for_client,
@@ -33,18 +35,21 @@ from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
 
 __all__ = [
+    "FALLBACK_HEADER",
     "CallContext",
     "Target",
     "UpstreamAnswer",
     "UpstreamFailure",
     "admit_call",
     "attempt",
+    "attempt_models",
     "body_token_bound",
     "count_answer",
     "estimate_body_tokens",
     "estimate_parts_tokens",
     "estimate_request_tokens",
     "estimate_text_tokens",
+    "fallback_headers",
     "for_client",
     "for_upstream",
     "from_client",

@@ -62,6 +62,11 @@ class CallContext:
     failed_attempts: list[FailedAttempt] | None = None  # made at the first failure (the log's detail)
     first_byte_ms: int | None = None
     finished: bool = False
+    # The model the client asked for, once a fallback serves the call (``gateway.relay.fallback``):
+    # ``model`` is then the fallback, whose prices and id the answer, log and charge carry.
+    asked_model: str | None = None
+    # What the reservation was sized for (``worst_case``'s arguments): a fallback's is sized alike.
+    sizing: tuple[int, int | None, int] = (0, None, 1)
     # The request's ASGI ``receive``: a failover asks it whether the client is still there
     # (``gateway.relay.client_watch``); None where nobody waits to be answered.
     receive: Receive | None = None
@@ -84,6 +89,7 @@ class CallContext:
 
     def worst_case(self, input_tokens: int, max_tokens: int | None, candidates: int = 1) -> int:
         """Each of ``candidates`` answers (``n``, ``candidateCount``) may run to the output ceiling."""
+        self.sizing = (input_tokens, max_tokens, candidates)
         ceiling = max_tokens if max_tokens is not None else self.model.max_output_tokens
         return worst_case_cost(self.prices, input_tokens, ceiling * max(candidates, 1), self.ratio)
 

@@ -28,6 +28,7 @@ from gateway.edge.http import arrived, body_response, error_response, get_gatewa
 from gateway.relay.call import CallContext, ClientCall
 from gateway.relay.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
 from gateway.relay.client_watch import ClientGone
+from gateway.relay.fallback import attempt_models, build_for_model, fallback_headers
 from gateway.relay.offload import off_loop
 from gateway.relay.stream import open_stream
 from gateway.relay.tokens import (
@@ -126,10 +127,12 @@ def _prepare(call: ClientCall, pool: UpstreamPool, target: Target) -> int:
 async def _generate_once(request: Request, ctx: CallContext, call: ClientCall,
                          targets: list[Target]) -> Response:
     pool = ctx.gateway.upstreams
-    target, data = await attempt(ctx, targets, lambda t: build_call(call, pool, t), read_body)
+    target, data = await attempt_models(ctx, targets, lambda t: build_for_model(ctx, call, t), read_body)
     # A large answer is decoded and re-encoded off the event loop, like a large request.
     out, usage = await off_loop(request, len(data), lambda: _answer(call, pool, target, data, ctx.model.id))
-    return body_response(out, then=_succeeded(ctx, usage))
+    response = body_response(out, then=_succeeded(ctx, usage))
+    response.headers.update(fallback_headers(ctx))
+    return response
 
 
 def _answer(call: ClientCall, pool: UpstreamPool, target: Target, data: bytes,

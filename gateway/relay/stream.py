@@ -34,11 +34,12 @@ from gateway.relay.canonical import (
     Usage,
     UsageReport,
 )
+from gateway.relay.fallback import Route, attempt_models, build_for_model, fallback_headers
 from gateway.relay.tokens import estimate_request_tokens, estimate_text_tokens
 from gateway.relay.translation import UpstreamCall, takes_fast_path
 from gateway.runtime.errors import GatewayError
 from gateway.runtime.secrets_scrub import scrub_secrets
-from gateway.upstream.attempt import UpstreamFailure, attempt, build_call, upstream_io
+from gateway.upstream.attempt import UpstreamFailure, upstream_io
 from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
 
@@ -206,24 +207,25 @@ class _Fast:
 async def open_stream(ctx: CallContext, call: ClientCall, targets: list[Target]) -> StreamRelay:
     """The relay of a generation stream (``open_relay``): bytes as they are when the upstream
     speaks the client's format, else translated through the canonical events."""
-    pool = ctx.gateway.upstreams
 
     def make(target: Target, response: UpstreamAnswer) -> StreamTransform:
         if takes_fast_path(call.frontend, target.protocol):
             return _Fast(ctx, call, target, response.headers.get("Content-Type", "text/event-stream"))
         return _Translate(ctx, call, target)
 
-    relay, _ = await open_relay(ctx, targets, lambda t: build_call(call, pool, t), make)
+    relay, _ = await open_relay(ctx, targets, lambda t: build_for_model(ctx, call, t), make)
     return relay
 
 
 async def open_relay(ctx: CallContext, targets: list[Target], build: Callable[[Target], UpstreamCall],
-                     make: Callable[[Target, UpstreamAnswer], T]) -> tuple[StreamRelay, T]:
+                     make: Callable[[Target, UpstreamAnswer], T],
+                     route: Route | None = None) -> tuple[StreamRelay, T]:
     """Find an upstream whose stream gives the client its first output (``make`` gives the
     transform of the target that answered), then hand over to the relay. Until that output exists
     nothing is sent or charged, so an upstream that fails before it (a cut, an unreadable or
     oversized first event) is a failed attempt like a refused connection: the next upstream is
-    tried, or the client gets a 502."""
+    tried, then the model's fallbacks (``gateway.relay.fallback``; ``route``: a fallback's targets
+    for this call), or the client gets a 502."""
 
     async def start(target: Target, response: UpstreamAnswer) -> tuple[UpstreamAnswer, T, bytes]:
         try:
@@ -233,7 +235,7 @@ async def open_relay(ctx: CallContext, targets: list[Target], build: Callable[[T
             response.close()
             raise
 
-    target, (response, transform, first) = await attempt(ctx, targets, build, start)
+    target, (response, transform, first) = await attempt_models(ctx, targets, build, start, route)
     return StreamRelay(ctx, target, response, first, transform), transform
 
 
@@ -279,6 +281,7 @@ class StreamRelay(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [(b"content-type", self._transform.content_type.encode("latin-1")),
                    (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+        headers += [(k.lower().encode(), v.encode()) for k, v in fallback_headers(self._ctx).items()]
         outcome: Outcome = "client_disconnect"
         tasks: list[asyncio.Future[Any]] = []
         lifecycle = self._ctx.gateway.lifecycle

@@ -108,7 +108,7 @@ class ClientCall:
     """One client generation request, as every attempt and the frontend see it."""
 
     __slots__ = ("_canonical", "_client", "body", "fast_stream", "forwarded", "frontend", "path_model",
-                 "stream_hint", "translated", "upstream_model", "view")
+                 "public_model", "stream_hint", "translated", "upstream_model", "view")
 
     def __init__(self, frontend: Frontend, body: bytes, view: RequestView, client: HTTPConnection, *,
                  path_model: str | None = None, stream_hint: bool = False) -> None:
@@ -118,6 +118,9 @@ class ClientCall:
         self._client = client
         self.path_model = path_model  # the model named in the path, for families that put it there
         self.stream_hint = stream_hint  # the endpoint itself says "stream" (not a body field)
+        # The model id the answer names: the one asked for, or the fallback model that serves the
+        # call (``gateway.relay.fallback``); a fast path restores it where the upstream names another.
+        self.public_model = view.model
         self._canonical: ChatRequest | None = None
         # Set when a same-format upstream is sent the client's bytes: which model id it was asked
         # for (to restore the public one in its answer), and that the strict decoder is then only

@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import msgspec
 
 from gateway.runtime.secrets_scrub import redact_url
+from gateway.settings.model_ids import pattern_problem
+from gateway.settings.routes_check import fallback_errors, in_catalogue, upstream_model_errors
 from gateway.settings.schema import Config, UpstreamConfig
 
 # An entry made of digits, dots, colons and a slash is meant as an address: one that does not parse
@@ -44,6 +46,8 @@ def semantic_errors(config: Config) -> list[str]:
         if model.id in model_ids:
             errors.append(f"models[{i}].id: duplicate model id {model.id!r}")
         model_ids.add(model.id)
+        if problem := pattern_problem(model.id):
+            errors.append(f"models[{i}].id: {problem}")
         for price_field in msgspec.structs.fields(type(model.price)):
             value = getattr(model.price, price_field.name)
             if value is not None and value < 0:
@@ -70,15 +74,14 @@ def semantic_errors(config: Config) -> list[str]:
         for header, value in up.headers.items():
             if not _HEADER_NAME.fullmatch(header) or breaks_header_line(value):
                 errors.append(f"{where}.headers.{header}: not a valid HTTP header name and value")
-        for public in up.model_map():
-            if public not in model_ids:
-                errors.append(f"{where}.models: {public!r} is not in the models catalogue")
+        errors += upstream_model_errors(where, up, model_ids)
     for name, group in config.groups.items():
         if group.ratio < 0:
             errors.append(f"groups.{name}.ratio: must not be negative")
         for model_id in group.models or []:
-            if model_id not in model_ids:
+            if not in_catalogue(model_ids, model_id):
                 errors.append(f"groups.{name}.models: {model_id!r} is not in the models catalogue")
+    errors += fallback_errors(config)
     if "default" not in config.groups:
         errors.append("groups: a 'default' group is required")
     for i, entry in enumerate(config.trusted_proxies):

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from gateway.settings.model_ids import WILDCARD, is_pattern
+
 
 class _Section(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     pass
@@ -74,6 +76,9 @@ class ModelConfig(_Section):
     created: int = 1700000000
     price: Price = msgspec.field(default_factory=Price)
     max_output_tokens: int = 4096  # output ceiling reserved when a request sets no max_tokens
+    # Models tried in order when every upstream of this one failed or refused the input as too long
+    # for its context (``gateway.relay.fallback``); their own fallbacks are not followed.
+    fallbacks: list[str] = []
 
 
 class TasksConfig(_Section):
@@ -126,10 +131,12 @@ class UpstreamConfig(_Section):
     media_links: Literal["gateway", "upstream"] = "gateway"
 
     def model_map(self) -> dict[str, str]:
-        """Public model id -> the id this upstream knows it by."""
+        """Public model id -> the id this upstream knows it by. A pattern of the list form
+        (``vendor/*``) maps to ``*``: the remainder of the public id is the upstream's
+        (``gateway.settings.model_ids``)."""
         if isinstance(self.models, dict):
             return dict(self.models)
-        return {m: m for m in self.models}
+        return {m: (WILDCARD if is_pattern(m) else m) for m in self.models}
 
 
 class RoutingConfig(_Section):

@@ -76,6 +76,11 @@ class UpstreamFailure(Exception):
         log.warning("upstream %s failed: %s (request %s)", upstream, reason, current_request_id() or "-")
 
 
+class ContextTooLong(UpstreamHTTPError):
+    """An upstream refused the input as too long for the model's context: relayed like any 4xx,
+    unless a fallback model serves the call (``gateway.relay.fallback``)."""
+
+
 class upstream_io:  # lower case: used like a function, ``with upstream_io(name, "..."):``
     """The one place the HTTP clients' errors become gateway errors: inside the block, a client
     error or a timeout of upstream ``name`` raises ``UpstreamFailure`` (chained). A class, not a generator
@@ -172,8 +177,13 @@ async def relay_error(pool: UpstreamPool, target: Target, response: UpstreamAnsw
             body = await response.read()
     finally:
         response.release()
-    message = scrub_secrets(pool.adapter(target.protocol).error_message(body))  # vendors echo keys
-    return UpstreamHTTPError(response.status, message or f"The upstream answered HTTP {response.status}.")
+    adapter = pool.adapter(target.protocol)
+    message = scrub_secrets(adapter.error_message(body))  # vendors echo keys
+    # An adapter may recognise its protocol's "input too long for the context" refusal (optional:
+    # ``context_too_long(status, body)``), after which the model's fallbacks are tried.
+    too_long = getattr(adapter, "context_too_long", None)
+    kind = ContextTooLong if too_long is not None and too_long(response.status, body) else UpstreamHTTPError
+    return kind(response.status, message or f"The upstream answered HTTP {response.status}.")
 
 
 async def read_body(target: Target, response: UpstreamAnswer) -> bytes:

@@ -23,6 +23,7 @@ from gateway.relay.translation import TEXT_CAPABILITIES, ProtocolAdapter, Upstre
 from gateway.runtime.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.runtime.secrets_scrub import without_empty_credentials
 from gateway.settings.config import Config, LimitsConfig, UpstreamConfig
+from gateway.settings.model_ids import ModelTable, upstream_id
 from gateway.upstream.client import USER_AGENT, Destination, UpstreamClient
 from gateway.upstream.health import UpstreamHealth
 
@@ -83,12 +84,25 @@ class UpstreamPool:
         self._destinations: dict[tuple[str, str, str], Destination] = {}
 
     @staticmethod
-    def _routing(config: Config) -> dict[str, list[Target]]:
+    def _routing(config: Config) -> ModelTable[list[Target]]:
+        """Targets by public id and by pattern (``vendor/*``: a pattern's targets hold the
+        upstream side of the entry, resolved per call by ``_found``)."""
         targets: dict[str, list[Target]] = defaultdict(list)
         for upstream in config.upstreams:
             for public, private in upstream.model_map().items():
                 targets[public].append(Target(upstream, private))
-        return targets
+        return ModelTable(targets)
+
+    def _found(self, model_id: str) -> list[Target]:
+        """The targets of ``model_id``: its own entries, else those of the longest pattern that
+        covers it, each asked for the remainder (``gateway.settings.model_ids.upstream_id``)."""
+        found = self._targets.lookup(model_id)
+        if found is None:
+            return []
+        entry, targets = found
+        if entry == model_id:
+            return targets
+        return [Target(t.upstream, upstream_id(entry, t.upstream_model, model_id)) for t in targets]
 
     def reconfigure(self, config: Config) -> None:
         """A reloaded config's upstreams (``gateway.runtime.reload``): routing for calls that start
@@ -110,7 +124,7 @@ class UpstreamPool:
         """All targets of a model in routing order (see module docstring); with ``capability``
         ("generate", "embed", a media family's own kind) only upstreams whose protocol's adapter
         declares it."""
-        found = self._targets.get(model_id, [])
+        found = self._found(model_id)
         if capability is not None:
             found = [t for t in found if self.can(t.protocol, capability)]
         if len(found) < 2:  # nothing to order: the common case of one upstream per model
@@ -203,7 +217,7 @@ class UpstreamPool:
         other APIs (a video model on chat completions) is the client's mistake: 400 naming both, a
         status no SDK retries, not an upstream failure. A catalogue model that no upstream lists is
         the config's: 502."""
-        protocols = sorted({t.protocol for t in self._targets.get(model_id, [])})
+        protocols = sorted({t.protocol for t in self._found(model_id)})
         if not protocols:
             return UpstreamError(f"No upstream serves the model `{model_id}`.")
         return InvalidRequest(f"The model `{model_id}` cannot be used on {endpoint}: it is served by "

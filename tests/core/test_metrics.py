@@ -93,7 +93,7 @@ WORKER = textwrap.dedent("""
     from plugins.metrics import Metrics
 
     class Catalogue:
-        def model(self, model): return object()
+        def label(self, model): return model
 
     metrics = Metrics(Catalogue())
     metrics.observe(RequestLog(request_id="req_1", created_at=time.time(), user_id=1, key_id=1,

@@ -120,6 +120,22 @@ class ChatAdapter:
             return _error_text(view.error)
         return view.message or body[:500].decode("utf-8", "replace").strip()
 
+    def context_too_long(self, status: int, body: bytes) -> bool:
+        """OpenAI's refusal of an input over the model's context (code ``context_length_exceeded``;
+        servers of the same API without that code say "maximum context length"): the model's
+        fallbacks are then tried (``gateway.api.relay.attempt_models``)."""
+        if status not in (400, 413):
+            return False
+        try:
+            view = error_decoder.decode(body)
+        except msgspec.MsgspecError:
+            return False
+        error = view.error
+        if isinstance(error, dict) and error.get("code") == "context_length_exceeded":
+            return True
+        message = _error_text(error) if error is not None else view.message or ""
+        return "maximum context length" in message.lower()
+
 
 # --- request building ---------------------------------------------------------------------------------
 

@@ -163,7 +163,7 @@ def rough_request(body: bytes, model: str) -> ChatRequest:
 
 
 def _aliased(call: ClientCall) -> bool:
-    return call.upstream_model is not None and call.upstream_model != call.view.model
+    return call.upstream_model is not None and call.upstream_model != call.public_model
 
 
 class OpenAIFastPath(Frontend):
@@ -190,7 +190,7 @@ class OpenAIFastPath(Frontend):
 
     def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> FastStream:
         return FastStream(strip_usage=not call.view.stream_usage,
-                          public_model=call.view.model if _aliased(call) else None,
+                          public_model=call.public_model if _aliased(call) else None,
                           max_event_bytes=limits.sse_event_bytes)
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:

@@ -48,6 +48,12 @@ class ChatSide(SimVendor):
     def stamp(self, request: web.Request, response: web.StreamResponse) -> None:
         response.headers.setdefault("x-request-id", "req_sim_" + uuid.uuid4().hex[:20])
 
+    def context_too_long(self, tokens: int, window: int) -> tuple[int, Any]:
+        message = (f"This model's maximum context length is {window} tokens. However, your messages "
+                   f"resulted in {tokens} tokens. Please reduce the length of the messages.")
+        return 400, {"error": {"message": message, "type": "invalid_request_error", "param": "messages",
+                               "code": "context_length_exceeded"}}
+
 
 SIDE = ChatSide()
 

@@ -55,7 +55,7 @@ class MessagesFrontend(Frontend):
         return fastpath.fast_usage(body)
 
     def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> fastpath.FastStream:
-        return fastpath.FastStream(call.view.model, max_event_bytes=limits.sse_event_bytes)
+        return fastpath.FastStream(call.public_model, max_event_bytes=limits.sse_event_bytes)
 
     def fast_response(self, body: bytes, call: ClientCall, public_model: str) -> bytes:
         return fastpath.fast_response(body, public_model)

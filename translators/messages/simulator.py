@@ -379,6 +379,9 @@ class MessagesSide(SimVendor):
         etype = _TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
         return {"type": "error", "error": {"type": etype, "message": message}}
 
+    def context_too_long(self, tokens: int, window: int) -> tuple[int, Any]:
+        return 400, self.error_body(400, f"prompt is too long: {tokens} tokens > {window} maximum")
+
     def stamp(self, request: web.Request, response: web.StreamResponse) -> None:
         rid = "req_sim_" + uuid.uuid4().hex[:20]
         response.headers.setdefault("x-request-id", rid)

@@ -296,3 +296,14 @@ class MessagesAdapter:
         if error is None:
             return body[:500].decode("utf-8", "replace").strip()
         return error.message or error.type
+
+    def context_too_long(self, status: int, body: bytes) -> bool:
+        """Anthropic's refusal of an input over the model's context: 400 ``invalid_request_error``
+        "prompt is too long: N tokens > M maximum" (the model's fallbacks are then tried)."""
+        if status != 400:
+            return False
+        try:
+            error = wire.error_decoder.decode(body).error
+        except wire.DECODE_ERRORS:
+            return False
+        return error is not None and (error.message or "").lower().startswith("prompt is too long")

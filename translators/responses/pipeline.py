@@ -16,6 +16,7 @@ around them, which is why it drives the steps itself instead of calling ``serve_
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import msgspec
 from starlette.requests import Request
@@ -37,10 +38,11 @@ from gateway.api.relay import (
     CallContext,
     Target,
     UpstreamAnswer,
-    attempt,
+    attempt_models,
     estimate_body_tokens,
     estimate_parts_tokens,
     estimate_request_tokens,
+    fallback_headers,
     off_loop,
     open_relay,
     read_body,
@@ -70,18 +72,24 @@ class ResponsesCall:
         self.targets = targets
         self.canonical: ChatRequest | None = None
         if not all(is_native(t) for t in targets):
-            self.canonical = to_canonical(client.request, history_items(history), client.items)
+            self.canonical = self.translated()
         self.input_estimate = (
             estimate_request_tokens(self.canonical)
             if self.canonical is not None
             else estimate_body_tokens(msgspec.json.encode([*history, *client.raw_items]))
         )
 
+    def translated(self) -> ChatRequest:
+        """The canonical request: made up front when a candidate is not native, else when a
+        fallback model's upstream is not (``gateway.api.relay.attempt_models``)."""
+        if self.canonical is None:
+            self.canonical = to_canonical(self.client.request, history_items(self.history), self.client.items)
+        return self.canonical
+
     def build(self, gw: Gateway, target: Target) -> UpstreamCall:
         if is_native(target):
             return native_call(self.client, self.history, target.upstream_model)
-        assert self.canonical is not None  # made up front whenever a candidate is not native
-        return gw.upstreams.adapter(target.protocol).build_request(self.canonical, target.upstream_model)
+        return gw.upstreams.adapter(target.protocol).build_request(self.translated(), target.upstream_model)
 
 
 async def create_response(request: Request) -> Response:
@@ -130,14 +138,36 @@ async def create_response(request: Request) -> Response:
         raise
 
 
+def _builtin_tools(client: ClientRequest) -> list[int]:
+    return [i for i, t in enumerate(client.request.tools) if t.type != "function"]
+
+
+def _native_only(client: ClientRequest) -> bool:
+    """Built-in tools restrict the call to upstreams that speak the Responses API natively."""
+    choice = client.request.tool_choice
+    return bool(_builtin_tools(client)) or (choice is not None and not isinstance(choice, str)
+                                            and choice.type != "function")
+
+
+def _fallback_route(gw: Gateway, client: ClientRequest) -> Callable[[str], list[Target]]:
+    """A fallback model's targets for this call, under the same restriction as the model's."""
+    native_only = _native_only(client)
+
+    def route(model_id: str) -> list[Target]:
+        targets = gw.upstreams.targets(model_id, capability="generate")
+        return [t for t in targets if is_native(t)] if native_only else targets
+
+    return route
+
+
 def _targets(gw: Gateway, client: ClientRequest) -> list[Target]:
     model = client.request.model
     targets = gw.upstreams.targets(model, capability="generate")
     if not targets:
         raise gw.upstreams.unservable(model, "/v1/responses")
-    builtin = [i for i, t in enumerate(client.request.tools) if t.type != "function"]
+    builtin = _builtin_tools(client)
     choice = client.request.tool_choice
-    if builtin or (choice is not None and not isinstance(choice, str) and choice.type != "function"):
+    if _native_only(client):
         targets = [t for t in targets if is_native(t)]
         if not targets:
             where = f"tools[{builtin[0]}]" if builtin else "tool_choice"
@@ -161,7 +191,9 @@ async def _store(ctx: CallContext, call: ResponsesCall, response: Json) -> None:
 
 async def _once(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Response:
     gw = ctx.gateway
-    target, data = await attempt(ctx, call.targets, lambda t: call.build(gw, t), read_body)
+    target, data = await attempt_models(ctx, call.targets, lambda t: call.build(gw, t), read_body,
+                                        _fallback_route(gw, call.client))
+    meta.model = ctx.model.id  # a fallback's, when one served
     usage: Usage | None
     if is_native(target):
         response, usage = native_response(data, meta)
@@ -172,8 +204,7 @@ async def _once(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Re
                 estimated=True,
             )
     else:
-        assert call.canonical is not None
-        decoded = gw.upstreams.adapter(target.protocol).decode_response(data, call.canonical)
+        decoded = gw.upstreams.adapter(target.protocol).decode_response(data, call.translated())
         usage = decoded.usage
         if usage.input_tokens == 0 and usage.output_tokens == 0:
             output = sum(estimate_parts_tokens(c.parts) for c in decoded.candidates)
@@ -184,20 +215,23 @@ async def _once(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Re
     if call.client.request.store:
         await _store(ctx, call, response)  # durable before the client can ask for a follow-up
     ctx.finish(200, "usage_estimated" if usage.estimated else "success", usage)
-    return json_body(response)
+    answer = json_body(response)
+    answer.headers.update(fallback_headers(ctx))
+    return answer
 
 
 async def _stream(ctx: CallContext, call: ResponsesCall, meta: ResponseMeta) -> Response:
     gw = ctx.gateway
 
     def make(target: Target, _: UpstreamAnswer) -> NativeStream | TranslatedStream:
+        meta.model = ctx.model.id  # a fallback's, when one serves
         if is_native(target):
             return NativeStream(meta, call.input_estimate, max_event_bytes=gw.config.limits.sse_event_bytes)
-        assert call.canonical is not None
-        decoder = gw.upstreams.adapter(target.protocol).stream_decoder(call.canonical, gw.config.limits)
+        decoder = gw.upstreams.adapter(target.protocol).stream_decoder(call.translated(), gw.config.limits)
         return TranslatedStream(decoder, ResponsesStreamEncoder(meta), call.input_estimate)
 
-    relay, transform = await open_relay(ctx, call.targets, lambda t: call.build(gw, t), make)
+    relay, transform = await open_relay(ctx, call.targets, lambda t: call.build(gw, t), make,
+                                        _fallback_route(gw, call.client))
     if not call.client.request.store:
         return relay
 

@@ -108,7 +108,7 @@ class V1betaFrontend(Frontend):
 
     def fast_stream(self, call: ClientCall, limits: LimitsConfig) -> FastPathStream:
         upstream = (call.upstream_model or "").removeprefix("models/")
-        public = call.view.model
+        public = call.public_model
         rename = (upstream, public) if upstream and upstream != public else None
         return GeminiFastStream(rename, sse=_sse(call), max_event_bytes=limits.sse_event_bytes,
                                 max_element_bytes=limits.stream_element_bytes)

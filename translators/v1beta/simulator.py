@@ -66,6 +66,10 @@ class V1betaSide(SimVendor):
         gstatus = _STATUS.get(status, "INTERNAL" if status >= 500 else "FAILED_PRECONDITION")
         return {"error": {"code": status, "message": message, "status": gstatus}}
 
+    def context_too_long(self, tokens: int, window: int) -> tuple[int, Any]:
+        return 400, self.error_body(400, f"The input token count ({tokens}) exceeds the maximum number of "
+                                         f"tokens allowed ({window}).")
+
 
 SIDE = V1betaSide()
 

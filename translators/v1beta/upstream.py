@@ -213,3 +213,10 @@ class V1betaAdapter:
         except msgspec.DecodeError:
             return data[:500].decode("utf-8", "replace") if data else ""
         return envelope.error.message if envelope.error is not None else ""
+
+    def context_too_long(self, status: int, body: bytes) -> bool:
+        """Gemini's refusal of an input over the model's context: 400 ``INVALID_ARGUMENT`` "The
+        input token count (N) exceeds the maximum number of tokens allowed (M)." (the model's
+        fallbacks are then tried)."""
+        message = self.error_message(body).lower() if status == 400 else ""
+        return "input token count" in message and "exceeds the maximum number of tokens" in message
