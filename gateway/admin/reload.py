@@ -16,7 +16,7 @@ from gateway.edge.http import endpoint, get_gateway, json_response
 from gateway.edge.openapi import documented
 from gateway.relay.families import DEFAULT_FAMILY
 from gateway.runtime.errors import InvalidRequest
-from gateway.runtime.reload import Reloader, report
+from gateway.runtime.reload import Reloader, reloader_of, report
 from gateway.runtime.workers import signal_workers
 
 
@@ -25,7 +25,7 @@ from gateway.runtime.workers import signal_workers
 async def reload_route(request: Request) -> Response:
     gateway = get_gateway(request)
     gateway.auth.authenticate_admin(request)
-    reloader = gateway.reloader or Reloader(None)
+    reloader = reloader_of(gateway) or Reloader(None)
     result = await reloader.reload(gateway)
     report(result, "admin API")
     if result.errors:

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from gateway.accounts.auth import Authenticator
     from gateway.accounts.metering.meter import Meter
     from gateway.relay.translation import ProtocolAdapter
-    from gateway.runtime.reload import Reloader
     from gateway.runtime.secrets_scrub import SecretScrubber
     from gateway.storage.base import Storage
     from gateway.upstream.pool import UpstreamPool
@@ -45,5 +44,3 @@ class Gateway:
     lifecycle: Lifecycle = field(default_factory=lambda: Lifecycle(30.0))
     # The upstream secrets kept out of error bodies and logs (of the config now in force).
     scrubber: SecretScrubber | None = None
-    # The config file the process serves from, re-read by a reload (None: built from an object).
-    reloader: Reloader | None = None

@@ -42,6 +42,9 @@ RESTART_KEYS = ("listen", "database", "redis", "simulator", "admin_key", "meteri
 # Limits built into the server or the upstream client's connection pool at start.
 RESTART_LIMITS = ("header_timeout_s", "request_head_bytes", "upstream_header_bytes", "upstream_header_count",
                   "upstream_connections_per_host", "json_body_bytes", "json_max_elements")
+# The Reloader's slot in ``Gateway.extensions``: the gateway knows nothing of reloads, which
+# rebuild parts of it (this module imports the Gateway).
+EXTENSION = "gateway.runtime.reload"
 
 
 @dataclass
@@ -62,6 +65,11 @@ class Reloader:
         self.path = Path(path) if path is not None else None
         self._loaded: bytes | None = None
         self._lock = asyncio.Lock()
+
+    def attach(self, gateway: Gateway) -> None:
+        """Make this the file ``gateway`` serves from (``gateway serve``): SIGHUP, ``gateway
+        reload`` and ``POST /admin/reload`` re-read it."""
+        gateway.extensions[EXTENSION] = self
 
     def remember(self) -> None:
         """The file as it is now is the one the process starts with (read before the config is
@@ -97,6 +105,12 @@ class Reloader:
         result = await self.reload(gateway)
         if not result.unchanged:
             report(result, "a change made while the worker started")
+
+
+def reloader_of(gateway: Gateway) -> Reloader | None:
+    """The file ``gateway`` serves from; None for a gateway built from a config object."""
+    found = gateway.extensions.get(EXTENSION)
+    return found if isinstance(found, Reloader) else None
 
 
 def restart_needed(old: Config, new: Config) -> list[str]:

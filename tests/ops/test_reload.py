@@ -205,7 +205,7 @@ async def test_plugins_hear_of_a_reload_and_a_wrong_admin_key_is_refused(gateway
             model["price"]["input_per_mtok"] = 7.0
     path = tmp_path / "reloaded.yaml"
     write(path, data)
-    handle.gateway.reloader = Reloader(path)
+    Reloader(path).attach(handle.gateway)
     assert (await handle.admin("POST", "/admin/reload", admin_key="wrong")).status == 401
     reply = await handle.admin("POST", "/admin/reload")
     assert reply.status == 200, reply.text
