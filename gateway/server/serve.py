@@ -27,9 +27,20 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 
+from gateway.edge.app import create_app
+from gateway.hooks.manager import collect_adapters, make_plugin_manager
 from gateway.runtime import tuning
+from gateway.runtime.reload import Reloader
 from gateway.runtime.workers import WORKERS_DIR_ENV
 from gateway.server import servers
+from gateway.server.bootstrap import (
+    DatabaseOpenError,
+    DemoCredentials,
+    bootstrap,
+    demo_banner,
+    example_model,
+    startup_summary,
+)
 from gateway.server.servers import DEFAULT_SERVER
 from gateway.settings.config import (
     Config,
@@ -77,9 +88,6 @@ def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
                 load_entrypoints: bool = True) -> Starlette:
     """The app as a serving process runs it: its config loaded, logging configured, and the
     process tuned for serving once what it serves is built (``gateway.runtime.tuning``)."""
-    from gateway.edge.app import create_app
-    from gateway.runtime.reload import Reloader
-
     reloader = Reloader(config_path)  # SIGHUP, gateway reload, POST /admin/reload re-read the file
     reloader.remember()
     config = load_config(config_path)
@@ -95,16 +103,6 @@ def serving_app(config_path: str, extra_plugins: Sequence[object] = (),
 
 def serve(config_path: str, host: str | None = None, port: int | None = None, workers: int = 1,
           server: str = DEFAULT_SERVER) -> int:
-    from gateway.hooks.manager import collect_adapters, make_plugin_manager
-    from gateway.server.bootstrap import (
-        DatabaseOpenError,
-        DemoCredentials,
-        bootstrap,
-        demo_banner,
-        example_model,
-        startup_summary,
-    )
-
     pm = make_plugin_manager()
     adapters = collect_adapters(pm)
     try:  # an upstream protocol no installed adapter speaks is refused here, before anything starts

@@ -38,6 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gateway.runtime.tuning import die_with_parent
+from gateway.runtime.workers import signal_workers
 from gateway.server.options import GRANIAN_HTTP, granian_http1, hypercorn_config, uvicorn_options
 from gateway.server.options import ServerLimits as ServerLimits
 
@@ -75,8 +77,6 @@ def worker_factory() -> Any:
     dies, so that a ``gateway serve`` killed with SIGKILL leaves no worker behind still serving
     (and settling) as if nothing had happened; a crash stays a crash, which the money rules
     recover from (released holds, ``gateway audit``)."""
-    from gateway.runtime.tuning import die_with_parent
-
     die_with_parent(signal.SIGKILL)
     return load_factory(os.environ[FACTORY_ENV])()
 
@@ -151,8 +151,6 @@ def _sighup_reloads_the_workers() -> None:
     """granian's own SIGHUP respawns its workers (streams in flight cut after the grace): from its
     ``on_startup`` hook, which runs once its handlers are set, SIGHUP is passed to the workers
     instead, each of which reloads the config in place (``gateway.runtime.reload``)."""
-    from gateway.runtime.workers import signal_workers
-
     signal.signal(signal.SIGHUP, lambda _sig, _frame: signal_workers())
 
 
