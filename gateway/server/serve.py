@@ -17,10 +17,12 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -154,9 +156,6 @@ def serve(config_path: str, host: str | None = None, port: int | None = None, wo
 @contextlib.contextmanager
 def workers_directory() -> Iterator[None]:
     """Where this serve's workers register (``gateway.runtime.workers``): a reload reaches them all."""
-    import shutil
-    import tempfile
-
     where = tempfile.mkdtemp(prefix="gateway-workers-")
     os.environ[WORKERS_DIR_ENV] = where
     try:

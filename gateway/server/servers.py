@@ -32,8 +32,10 @@ import importlib
 import importlib.util
 import logging
 import os
+import shutil
 import signal
 import socket
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -120,9 +122,6 @@ def run(server: str, factory: str, listen: Listen) -> int:
         return runners[server](factory, listen)
     # A scrape reaches one worker; every worker's series are kept in a directory of this server's
     # own, new and empty (a directory reused from an earlier run would add its counts to this one's).
-    import shutil
-    import tempfile
-
     shared = tempfile.mkdtemp(prefix="gateway-metrics-")
     os.environ[METRICS_DIR_ENV] = shared
     try:
