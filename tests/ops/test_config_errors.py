@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gateway.settings.config import ConfigError, load_serving_config
+from tests.serving import spawn, stop, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 60.0
@@ -179,3 +180,22 @@ def test_an_unreachable_redis_is_one_line_in_the_cli_and_the_change_is_made(tmp_
     assert "name=alice" in result.stdout
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "Redis" in lines[0] and "polling the database" in lines[0], lines
+
+
+async def test_serve_with_an_unreachable_redis_starts_and_says_so_in_one_line(tmp_path: Path) -> None:
+    """Redis only carries rate-limit counts and change messages (docs/replicas.md): the gateway
+    serves without it, and says so in one WARNING line, not a traceback."""
+    pytest.importorskip("redis")
+    port = _closed_port()
+    config = _write(tmp_path, SERVING.replace("port: 8000", f"port: {port}")
+                    + f"database: sqlite:///{tmp_path}/gw.db\nredis: redis://127.0.0.1:{_closed_port()}/0\n")
+    log_path = tmp_path / "serve.log"
+    proc = await spawn(config, log_path)
+    try:
+        await wait_healthy(proc, f"http://127.0.0.1:{port}", log_path)
+    finally:
+        assert await stop(proc) == 0
+    log = log_path.read_text()
+    assert "Traceback" not in log
+    redis_lines = [line for line in log.splitlines() if "Redis" in line]
+    assert len(redis_lines) == 1 and "WARNING" in redis_lines[0], redis_lines
