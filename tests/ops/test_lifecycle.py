@@ -157,3 +157,13 @@ async def test_readyz_says_shutting_down_while_draining(gw: GatewayHandle) -> No
     gw.gateway.lifecycle.begin()
     reply = await gw.request("GET", "/readyz")
     assert reply.status == 503 and reply.json()["status"] == "shutting_down"
+
+
+async def test_version_prints_the_package_version() -> None:
+    from importlib.metadata import version
+
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway", "--version", env=serve_env(),
+                                                stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0
+    assert out.decode().strip() == f"gateway {version('model-gateway')}"
