@@ -18,7 +18,7 @@ from gateway.edge.app import create_app
 from gateway.edge.http import json_response
 from gateway.hooks.specs import hookimpl
 from gateway.runtime.context import Gateway
-from gateway.server.bootstrap import bootstrap
+from gateway.server.bootstrap import DemoCredentials, bootstrap
 from gateway.storage import open_storage
 
 
@@ -117,7 +117,8 @@ def test_misspelt_hook_fails_loudly(make_config: Any) -> None:
 async def test_bootstrap_only_on_an_empty_database(make_config: Any) -> None:
     config = make_config(bootstrap={"demo_user": True})  # its simulator is not the config's own
     first = await bootstrap(config)
-    assert first is not None and first.api_key.startswith("sk-") and first.user_token.startswith("ut-")
+    assert isinstance(first, DemoCredentials)
+    assert first.api_key.startswith("sk-") and first.user_token.startswith("ut-")
     assert first.quota_usd == config.billing.demo_quota_usd
     assert await bootstrap(config) is None
     storage = open_storage(config.database)
