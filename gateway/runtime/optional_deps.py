@@ -14,7 +14,7 @@ import importlib.util
 from typing import NamedTuple
 
 from gateway.settings.schema import Config
-from gateway.storage import POSTGRES_PREFIXES
+from gateway.storage.urls import POSTGRES_PREFIXES
 
 
 class Extra(NamedTuple):

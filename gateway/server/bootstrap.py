@@ -19,8 +19,7 @@ from gateway.runtime.secrets_scrub import redact_url
 from gateway.settings.config import Config, simulator_url
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
-
-SQLITE_PREFIX = "sqlite:///"
+from gateway.storage.urls import SQLITE_PREFIX
 
 
 class DemoCredentials(NamedTuple):

@@ -11,11 +11,9 @@ from urllib.parse import parse_qsl
 
 from gateway.storage.base import Storage
 from gateway.storage.sqlite import SqliteStorage
+from gateway.storage.urls import POSTGRES_PREFIXES, SQLITE_PREFIX
 
 __all__ = ["Storage", "open_storage"]
-
-SQLITE_PREFIX = "sqlite:///"
-POSTGRES_PREFIXES = ("postgresql://", "postgres://")
 
 
 def open_storage(database_url: str) -> Storage:
