@@ -245,6 +245,11 @@ class Meter:
             except Exception:
                 logger.exception("on_finished subscriber failed for %s", log.request_id)
 
+    def release(self, hold: Reservation) -> None:
+        """Close ``hold`` charging nothing, without a request-log row: a call that replaced it with
+        a larger hold of its own (a fallback model's, ``gateway.relay.fallback``)."""
+        self._leases.settle(hold, 0, lambda closing: self._writer.put(Settlement(closing, 0)))
+
     def refused(self, log: RequestLog) -> None:
         """Queue the request log of a call refused before anything was held (CONTRACT 6a), in the
         writer's bounded refusal queue (``writer.py``: dropped and counted when full)."""
