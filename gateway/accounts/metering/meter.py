@@ -231,7 +231,10 @@ class Meter:
         what was charged and what could not be (``uncharged_nano``)."""
         if reservation is None:
             log.charge_nano = 0
-            self._writer.put(log)
+            if log.status >= 400:  # refused before any hold (a rate limit): bounded like any refusal
+                self._writer.put_refusal(log)
+            else:
+                self._writer.put(log)
         else:
             charge = log.charge_nano = min(max(charge_nano, 0), MAX_NANO)
             self._leases.settle(reservation, charge,
