@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -31,7 +32,6 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.relay.families import FamilyRegistry, render_default_error
 from gateway.relay.offload import check_elements
-from gateway.runtime import tuning
 from gateway.runtime.errors import GatewayError, InvalidRequest
 from gateway.runtime.observe import note_error
 from gateway.wire.decode import decode_body  # re-exported: the one field-naming decoder
@@ -66,8 +66,6 @@ error_log = logging.getLogger("gateway.runtime.errors")
 Handler = Callable[[Request], Awaitable[Response]]
 T = TypeVar("T")
 
-_RANDOM = tuning.RandomBytes()
-
 
 def new_request_id() -> str:
     """``req_`` + 32 hex characters: the time in milliseconds (12) then 10 random bytes (20).
@@ -76,7 +74,7 @@ def new_request_id() -> str:
     request log's index on them grows at its end (random ids would make every logged call write
     a page of its own to that index in each commit). 80 random bits keep ids unique across
     processes and replicas within one millisecond."""
-    return f"req_{time.time_ns() // 1_000_000:012x}{_RANDOM.take(10).hex()}"
+    return f"req_{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
 
 
 # The scope key under which the app's outer layer notes when a request came in (``time.perf_counter()``,

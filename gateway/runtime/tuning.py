@@ -14,7 +14,6 @@ tuning"), which also names the settings that were measured and removed.
 * ``BusySwitchInterval`` (body work off the event loop): a shorter GIL switch interval while a
   worker thread runs Python on a large body, so that the event loop does not wait behind it.
 * ``without_gc_pauses`` (the same thread): no cyclic collection while one large body is decoded.
-* ``RandomBytes``: the random part of request ids, read from the system a page at a time.
 * ``die_with_parent`` (not a performance setting): a worker ends when the process that
   supervises it dies, instead of serving on unsupervised.
 """
@@ -23,10 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -96,31 +93,6 @@ def without_gc_pauses(fn: Callable[[], T]) -> T:
     finally:
         if paused:
             gc.enable()
-
-
-class RandomBytes:
-    """The operating system's random bytes, read 4 KiB at a time: one getrandom() system call per
-    256 request ids instead of one per call. A forked child drops what its parent had read, so
-    that workers never hand out the same ids."""
-
-    _READ = 4096
-
-    def __init__(self) -> None:
-        self._buffer = b""
-        self._at = 0
-        self._lock = threading.Lock()
-        os.register_at_fork(after_in_child=self._forget)
-
-    def take(self, count: int) -> bytes:
-        with self._lock:
-            at = self._at
-            if at + count > len(self._buffer):
-                self._buffer, at = os.urandom(self._READ), 0
-            self._at = at + count
-            return self._buffer[at:at + count]
-
-    def _forget(self) -> None:
-        self._buffer, self._at = b"", 0
 
 
 def die_with_parent(sig: signal.Signals) -> None:
