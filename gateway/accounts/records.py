@@ -36,6 +36,7 @@ class KeyRecord(msgspec.Struct, omit_defaults=True):
     rpm: int | None = None  # requests per minute (gateway.accounts.ratelimit); None = none
     tpm: int | None = None  # tokens (input plus output, as settled) per minute; None = none
     soft_limit_nano: int | None = None  # alert threshold on spent_nano (accounts.softlimit); None = none
+    cache_responses: bool = False  # the response cache serves this key (plugins.cache)
 
 
 class Principal(msgspec.Struct):
@@ -56,6 +57,7 @@ Outcome = Literal[
     "crash_released",  # in flight when the gateway died; reservation released at start
     "gateway_error",  # an unexpected failure inside the gateway; no charge
     "shutdown",  # a stream still open when the shutdown grace ended; charged what was generated
+    "cache_hit",  # answered from the response cache (plugins.cache); charged hit_price_ratio of its cost
 ]
 
 

@@ -10,6 +10,7 @@ from gateway.accounts.ratelimit import EXTENSION as RATE_LIMIT_EXTENSION
 from gateway.accounts.ratelimit import RateLimiter, RedisBackend
 from gateway.runtime.observe import group_of, http_stats
 from gateway.runtime.outage import Outage
+from gateway.runtime.redis_client import redis_client
 
 __all__ = [
     "LOG_RETENTION_EXTENSION",
@@ -20,4 +21,5 @@ __all__ = [
     "RedisBackend",
     "group_of",
     "http_stats",
+    "redis_client",
 ]

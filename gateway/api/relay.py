@@ -20,6 +20,7 @@ from gateway.relay.reasoning_state import (
     state_of,
     unseal,
 )
+from gateway.relay.replay import CACHE_HEADER, CacheLookup, KeptAnswer, events_response, response_events
 from gateway.relay.stream import open_relay
 from gateway.relay.token_count import count_answer, upstream_count
 from gateway.relay.tokens import (
@@ -35,8 +36,11 @@ from gateway.upstream.client import UpstreamAnswer
 from gateway.upstream.pool import Target
 
 __all__ = [
+    "CACHE_HEADER",
     "FALLBACK_HEADER",
+    "CacheLookup",
     "CallContext",
+    "KeptAnswer",
     "Target",
     "UpstreamAnswer",
     "UpstreamFailure",
@@ -49,6 +53,7 @@ __all__ = [
     "estimate_parts_tokens",
     "estimate_request_tokens",
     "estimate_text_tokens",
+    "events_response",
     "fallback_headers",
     "for_client",
     "for_upstream",
@@ -58,6 +63,7 @@ __all__ = [
     "off_process",
     "open_relay",
     "read_body",
+    "response_events",
     "scrub_secrets",
     "seal",
     "start_stream",

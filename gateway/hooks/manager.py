@@ -38,6 +38,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.user_keys",
     "plugins.console",
     "plugins.openapi",
+    "plugins.cache",
 )
 
 

@@ -22,9 +22,11 @@ if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
-    from gateway.accounts.records import RequestLog
+    from gateway.accounts.records import Principal, RequestLog
+    from gateway.relay.canonical import ChatResponse
     from gateway.relay.families import WireFamily
-    from gateway.relay.translation import ProtocolAdapter
+    from gateway.relay.replay import CacheLookup
+    from gateway.relay.translation import ClientCall, ProtocolAdapter
     from gateway.runtime.context import Gateway
     from gateway.storage.rows import SoftLimitCrossing
     from gateway.tasks.family import TaskFamily
@@ -104,3 +106,21 @@ def gateway_task_families() -> list[TaskFamily]:
     statuses mean (queued, running, succeeded, failed) and what their callbacks carry. The engine
     (``gateway.tasks``) keeps the tasks, polls them, charges or refunds them exactly once and sends
     the callbacks; the family's routes submit through it and render the tasks it stores."""
+
+
+@hookspec(firstresult=True)
+def gateway_cache_lookup(gateway: Gateway, request: Request, principal: Principal, call: ClientCall,
+                         family: str) -> Awaitable[CacheLookup | None] | None:
+    """The response cache's verdict on a generation (``gateway.relay.replay.CacheLookup``), asked
+    once the caller is authenticated and the model allowed, before anything is held or any upstream
+    asked: a kept answer to serve (a hit), or a miss whose answer is to be kept or not; None when
+    no cache serves the call. The first plugin that answers is the cache (the built-in
+    ``plugins.cache``)."""
+
+
+@hookspec
+def gateway_cache_store(gateway: Gateway, lookup: CacheLookup, user_id: int, response: ChatResponse) -> None:
+    """A generation the cache missed (``lookup``) was answered complete and charged: ``response``
+    is its canonical answer (``response.model`` the model that served it), to keep for the user
+    ``user_id``. Not called for errors, cut streams or ``no-store`` requests. Must not block:
+    schedule the write."""

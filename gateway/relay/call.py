@@ -31,6 +31,7 @@ from gateway.accounts.money import TokenPrices, usage_cost, worst_case_cost
 from gateway.accounts.ratelimit import admit_call
 from gateway.accounts.records import FailedAttempt, Outcome, Principal, RequestLog
 from gateway.relay.canonical import Usage
+from gateway.relay.replay import CacheLookup
 from gateway.relay.translation import ClientCall as ClientCall
 from gateway.runtime.context import Gateway
 from gateway.runtime.observe import note_call
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 _ATTEMPTS = msgspec.json.Encoder()
 _CHARGED: frozenset[str] = frozenset({"success", "usage_estimated", "client_disconnect", "upstream_cut",
-                                      "shutdown"})
+                                      "shutdown", "cache_hit"})
 
 
 @dataclass(slots=True)
@@ -70,6 +71,9 @@ class CallContext:
     # The request's ASGI ``receive``: a failover asks it whether the client is still there
     # (``gateway.relay.client_watch``); None where nobody waits to be answered.
     receive: Receive | None = None
+    # The response cache's verdict on this call (``gateway.relay.replay``): None when no cache
+    # serves it; else whether its answer is to be kept once it is complete.
+    cache: CacheLookup | None = None
     # What the call started with: a config reload in the meantime does not change its prices,
     # groups, routing or limits (``gateway.runtime.reload``).
     config: Config = field(init=False)

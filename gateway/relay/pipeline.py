@@ -20,16 +20,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from gateway.accounts.records import Outcome, Principal
 from gateway.edge.http import arrived, body_response, error_response, get_gateway, read_json_body, request_id
+from gateway.relay.cache_serve import keep, look_up, serve_hit
 from gateway.relay.call import CallContext, ClientCall
 from gateway.relay.canonical import ChatRequest, ChatResponse, EmbeddingRequest, Usage
 from gateway.relay.client_watch import ClientGone
 from gateway.relay.fallback import attempt_models, build_for_model, fallback_headers
 from gateway.relay.offload import off_loop
+from gateway.relay.replay import cache_headers
 from gateway.relay.stream import open_stream
 from gateway.relay.tokens import (
     estimate_parts_tokens,
@@ -97,6 +100,10 @@ async def serve_generate(request: Request, frontend: Frontend, *, path_model: st
         ctx = _admit(request, principal, family, view.model, view.stream)
         targets = _targets(ctx, view.model)
         call = ClientCall(frontend, body, view, request, path_model=path_model, stream_hint=stream_hint)
+        # The response cache (``gateway.relay.cache_serve``): a hit is answered without an upstream.
+        lookup = await look_up(request, ctx, call)
+        if lookup is not None and lookup.hit is not None:
+            return await serve_hit(request, ctx, call, lookup.hit, lookup)
         # Decoded up front only when some candidate needs translation: it sizes the reservation
         # better than the body's estimate, and a bad request is refused before any upstream sees it.
         # The first such candidate's upstream request is built in the same go, off the event loop
@@ -129,31 +136,43 @@ async def _generate_once(request: Request, ctx: CallContext, call: ClientCall,
     pool = ctx.gateway.upstreams
     target, data = await attempt_models(ctx, targets, lambda t: build_for_model(ctx, call, t), read_body)
     # A large answer is decoded and re-encoded off the event loop, like a large request.
-    out, usage = await off_loop(request, len(data), lambda: _answer(call, pool, target, data, ctx.model.id))
+    keeping = ctx.cache is not None and ctx.cache.store
+    out, usage, kept = await off_loop(request, len(data),
+                                      lambda: _answer(call, pool, target, data, ctx.model.id, keeping))
+    keep(ctx, kept)
     response = body_response(out, then=_succeeded(ctx, usage))
-    response.headers.update(fallback_headers(ctx))
+    response.headers.update(fallback_headers(ctx) | cache_headers(ctx.cache))
     return response
 
 
-def _answer(call: ClientCall, pool: UpstreamPool, target: Target, data: bytes,
-            public: str) -> tuple[bytes, Usage]:
-    """The client's answer to the upstream's ``data``, and the usage to charge."""
+def _answer(call: ClientCall, pool: UpstreamPool, target: Target, data: bytes, public: str,
+            canonical_too: bool = False) -> tuple[bytes, Usage, ChatResponse | None]:
+    """The client's answer to the upstream's ``data``, the usage to charge, and (when
+    ``canonical_too``, for the response cache, or when it was decoded anyway) the canonical answer."""
     frontend = call.frontend
     if takes_fast_path(frontend, target.protocol):
         usage = frontend.fast_usage(data)
         out = frontend.fast_response(data, call, public)
+        decoded: ChatResponse | None = None
         if usage is None:
             canonical = call.canonical()
             decoded = pool.adapter(target.protocol).decode_response(data, canonical)
             usage = estimate_usage(canonical, decoded)
-        return out, usage
+        elif canonical_too:
+            try:  # what the upstream accepted, the strict decoders may not read: then it is not kept
+                decoded = pool.adapter(target.protocol).decode_response(data, call.canonical())
+            except (GatewayError, ValueError, msgspec.MsgspecError):
+                return out, usage, None
+        if decoded is not None:
+            decoded.model, decoded.usage = public, usage
+        return out, usage, decoded
     canonical = call.canonical()
     decoded = pool.adapter(target.protocol).decode_response(data, canonical)
     decoded.model = public
     usage = decoded.usage
     if usage.input_tokens == 0 and usage.output_tokens == 0:
         usage = decoded.usage = estimate_usage(canonical, decoded)
-    return frontend.encode_response(decoded, canonical), usage
+    return frontend.encode_response(decoded, canonical), usage, decoded
 
 
 def estimate_usage(request: ChatRequest, response: ChatResponse) -> Usage:

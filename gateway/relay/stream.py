@@ -23,9 +23,11 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.accounts.records import Outcome
+from gateway.relay.cache_serve import keep
 from gateway.relay.call import CallContext, ClientCall
 from gateway.relay.canonical import (
     ChatRequest,
+    ChatResponse,
     StreamEvent,
     StreamStart,
     TextDelta,
@@ -35,6 +37,7 @@ from gateway.relay.canonical import (
     UsageReport,
 )
 from gateway.relay.fallback import Route, attempt_models, build_for_model, fallback_headers
+from gateway.relay.replay import cache_headers, events_response
 from gateway.relay.tokens import estimate_request_tokens, estimate_text_tokens
 from gateway.relay.translation import UpstreamCall, takes_fast_path
 from gateway.runtime.errors import GatewayError
@@ -113,6 +116,11 @@ class _Translate:
         self.content_type = self._encoder.content_type
         self._public_model = ctx.model.id
         self._watch = _UsageWatch(canonical)
+        # The answer's events, for the response cache when it keeps this call's (what an entry may
+        # hold at most: past that, nothing is kept and nothing more collected).
+        keeping = ctx.cache is not None and ctx.cache.store
+        self._kept: list[StreamEvent] | None = [] if keeping else None
+        self._kept_room = ctx.cache.entry_bytes if ctx.cache is not None else 0
 
     def _encode(self, events: list[StreamEvent]) -> bytes:
         out = []
@@ -121,7 +129,17 @@ class _Translate:
                 event.model = self._public_model
             self._watch.see(event)
             out.append(self._encoder.encode(event))
+        if self._kept is not None:
+            self._kept_room -= sum(len(chunk) for chunk in out)
+            if self._kept_room < 0:
+                self._kept = None
+            else:
+                self._kept.extend(events)
         return b"".join(out)
+
+    def answer(self) -> ChatResponse | None:
+        """The whole answer the stream told, for the response cache; None when not collected."""
+        return None if self._kept is None else events_response(self._kept, self.usage())
 
     def feed(self, chunk: bytes) -> bytes:
         return self._encode(self._decoder.feed(chunk))
@@ -203,6 +221,23 @@ class _Fast:
         request = self._request_or_none() or self._stub()
         return self._call.frontend.stream_encoder(request, self._call).error(status, code, message)
 
+    def answer(self) -> ChatResponse | None:
+        """The whole answer the relayed bytes told, for the response cache (decoded once, at the
+        end; None for a stream larger than an entry may be, or one the decoders cannot read)."""
+        lookup = self._ctx.cache
+        if lookup is None or sum(len(chunk) for chunk in self._relayed) > 4 * lookup.entry_bytes:
+            return None
+        request = self._request_or_none()
+        if request is None:
+            return None
+        decoder = self._ctx.gateway.upstreams.adapter(self._target.protocol).stream_decoder(
+            request, self._ctx.config.limits)
+        try:
+            events = [*decoder.feed(b"".join(self._relayed)), *decoder.close()]
+        except _UNREADABLE:
+            return None
+        return events_response(events, self.usage()) if decoder.complete else None
+
 
 async def open_stream(ctx: CallContext, call: ClientCall, targets: list[Target]) -> StreamRelay:
     """The relay of a generation stream (``open_relay``): bytes as they are when the upstream
@@ -281,7 +316,8 @@ class StreamRelay(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = [(b"content-type", self._transform.content_type.encode("latin-1")),
                    (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
-        headers += [(k.lower().encode(), v.encode()) for k, v in fallback_headers(self._ctx).items()]
+        extra = fallback_headers(self._ctx) | cache_headers(self._ctx.cache)
+        headers += [(k.lower().encode(), v.encode()) for k, v in extra.items()]
         outcome: Outcome = "client_disconnect"
         tasks: list[asyncio.Future[Any]] = []
         lifecycle = self._ctx.gateway.lifecycle
@@ -324,6 +360,10 @@ class StreamRelay(Response):
         error_code = ("upstream_error" if outcome == "upstream_cut"
                       else "service_unavailable" if outcome == "shutdown" else None)
         self._ctx.finish(200, outcome, usage, error_code=error_code)
+        transform = self._transform
+        if outcome in ("success", "usage_estimated") and self._ctx.cache is not None \
+                and isinstance(transform, _Fast | _Translate):
+            keep(self._ctx, transform.answer())  # a cut, shut or abandoned stream is never kept
 
     @staticmethod
     async def _watch_disconnect(receive: Receive) -> None:

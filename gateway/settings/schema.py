@@ -201,6 +201,24 @@ class LogsConfig(_Section):
     refusal_queue_max: Annotated[int, msgspec.Meta(ge=0)] = 10_000  # refusal rows waiting at most
 
 
+class CacheConfig(_Section):
+    """The response cache (``plugins.cache``, CONTRACT 7): identical generations of one user
+    answered from what was kept, within ``ttl_s``."""
+
+    enabled: bool = False  # for every key; a key's own ``cache: true`` turns it on for that key alone
+    ttl_s: Annotated[float, msgspec.Meta(gt=0)] = 3600.0
+    # A hit is charged this share of what the kept answer's usage costs at the model's prices now.
+    hit_price_ratio: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+    # Bounds of what is kept (oldest entries evicted first), and of one answer: a larger one is
+    # served but not kept.
+    max_entries: Annotated[int, msgspec.Meta(ge=1)] = 10_000
+    max_bytes: Annotated[int, msgspec.Meta(ge=1024)] = 256 * 1024 * 1024
+    entry_bytes: Annotated[int, msgspec.Meta(ge=256)] = 1024 * 1024
+    # Where the entries sit in Redis (when ``redis`` is set): deployments sharing one Redis each
+    # need their own.
+    redis_prefix: str = "gateway:cache:"
+
+
 class Config(_Section, dict=True):
     listen: Listen = msgspec.field(default_factory=Listen)
     database: str = "sqlite:///./data/gateway.db"
@@ -219,6 +237,7 @@ class Config(_Section, dict=True):
     ratelimit: RateLimitConfig = msgspec.field(default_factory=RateLimitConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     logs: LogsConfig = msgspec.field(default_factory=LogsConfig)
+    cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
     trusted_proxies: list[str] = []  # IPs/CIDRs whose X-Forwarded-For is believed
     # On SIGTERM, how long calls in flight may still run before open streams are ended with their
     # family's error event (``gateway.runtime.lifecycle``).

@@ -265,6 +265,22 @@ class Storage(ABC):
     async def release_idempotency(self, scope: str, key: str) -> None:
         raise NotImplementedError
 
+    # --- the response cache (``sql_cache``, ``plugins.cache``) -------------------------------------
+    async def cached_answer(self, cache_key: str) -> str | None:
+        """The entry kept under ``cache_key``, or None."""
+        raise NotImplementedError
+
+    async def keep_answer(self, cache_key: str, user_id: int, entry: str, created_at: float, *,
+                          expired_before: float, max_entries: int, max_bytes: int) -> int:
+        """Keep ``entry`` (replacing one of the same key), forget entries created before
+        ``expired_before``, and evict the oldest while over ``max_entries`` or ``max_bytes``;
+        returns how many were evicted."""
+        raise NotImplementedError
+
+    async def forget_answers(self, user_id: int) -> int:
+        """Drop every entry of ``user_id``; returns how many."""
+        raise NotImplementedError
+
     # --- documents (``sql_documents``) -------------------------------------------------------------
     @abstractmethod
     async def put_document(self, doc: Document) -> Document:

@@ -35,6 +35,7 @@ from gateway.storage.rows import (
     UnchargedEntry,
 )
 from gateway.storage.sql_audit import audit_in_tx
+from gateway.storage.sql_cache import SqlResponseCache
 from gateway.storage.sql_dialect import POSTGRES as POSTGRES
 from gateway.storage.sql_dialect import SQLITE as SQLITE
 from gateway.storage.sql_dialect import Dialect
@@ -100,7 +101,7 @@ def _reservation(row: Row) -> Reservation:
                        amount_nano=row["amount_nano"], instance=row["instance"])
 
 
-class SqlStorage(SqlDocuments, SqlIdempotency, SqlTaskStore, Storage):
+class SqlStorage(SqlDocuments, SqlIdempotency, SqlResponseCache, SqlTaskStore, Storage):
     dialect: Dialect
 
     def __init__(self) -> None:

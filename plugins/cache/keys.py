@@ -1,0 +1,53 @@
+"""What names an entry of the response cache, and what a request says about the cache.
+
+An entry's key is the sha256 of the user id, the model asked for, the client's family and the
+body in canonical form: its JSON with object members sorted and the fields that only choose how
+the answer is delivered (``stream``, ``stream_options``) left out. So the same request streamed
+or not finds one entry, and no two users ever share one: the user is part of the name, and a
+kept entry also names its user, checked again on every hit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+# Fields of a body that change how the answer is delivered, not what it says.
+DELIVERY_FIELDS = ("stream", "stream_options")
+_SORTED = msgspec.json.Encoder(order="sorted")
+
+
+def canonical_body(body: bytes) -> bytes:
+    """``body`` as canonical JSON without its delivery fields (the body was read by the family's
+    own peek already, so it is JSON)."""
+    document: Any = msgspec.json.decode(body)
+    if isinstance(document, dict):
+        for name in DELIVERY_FIELDS:
+            document.pop(name, None)
+    return _SORTED.encode(document)
+
+
+def entry_key(user_id: int, model: str, family: str, body: bytes) -> str:
+    digest = hashlib.sha256(f"{user_id}\x00{model}\x00{family}\x00".encode())
+    digest.update(canonical_body(body))
+    return digest.hexdigest()
+
+
+class Directives(msgspec.Struct, frozen=True):
+    """What a request's ``Cache-Control`` asks of the cache."""
+
+    answer_from_cache: bool = True  # False under no-cache or no-store
+    keep_answer: bool = True  # False under no-store
+
+
+def directives(cache_control: str | None) -> Directives:
+    if not cache_control:
+        return Directives()
+    tokens = {part.split("=", 1)[0].strip().lower() for part in cache_control.split(",")}
+    if "no-store" in tokens:
+        return Directives(answer_from_cache=False, keep_answer=False)
+    if "no-cache" in tokens:  # go to the upstream, and keep its (fresher) answer
+        return Directives(answer_from_cache=False)
+    return Directives()
