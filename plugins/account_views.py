@@ -26,6 +26,7 @@ from gateway.api.accounts import (
     KeyRecord,
     RequestLog,
     UserRecord,
+    budget_json,
     nano_to_usd,
     ratio_of,
 )
@@ -178,6 +179,7 @@ async def user_self(request: Request) -> Response:
         "quota": nano_to_rmb(user.balance_nano, rate),
         "used_quota": nano_to_rmb(user.used_nano, rate),
         "request_count": user.request_count,
+        **budget_json(user),  # budget_usd, budget_period, budget_spent_usd (CONTRACT 7)
     })
 
 

@@ -68,6 +68,7 @@ async def _own_key_id(ops: AdminOps, user: UserRecord, request: Request) -> int:
 @endpoint(DEFAULT_FAMILY)
 async def list_keys(request: Request) -> Response:
     ops, user = await _caller(request)
+    await get_gateway(request).meter.settled()  # read your writes: spent and budget_spent_usd
     return json_response({"data": [_own(k) for k in await ops.list_keys(user.id)]})
 
 

@@ -17,6 +17,13 @@ class UserRecord(msgspec.Struct, omit_defaults=True):
     created_at: int = 0
     enabled: bool = True  # False: its keys and token are refused (CONTRACT 4, PATCH /admin/users)
     soft_limit_nano: int | None = None  # alert threshold on used_nano (accounts.softlimit); None = none
+    reserved_nano: int = 0  # open reservations of this user (of all its keys)
+    # A budget per period (``gateway.accounts.budget_periods``): at most ``budget_nano`` spent per
+    # ``budget_period``; ``budget_spent_nano`` is what was counted since ``budget_start``.
+    budget_nano: int | None = None
+    budget_period: str | None = None  # day | week | month (UTC); None = none
+    budget_start: int = 0
+    budget_spent_nano: int = 0
 
 
 class KeyRecord(msgspec.Struct, omit_defaults=True):
@@ -37,6 +44,10 @@ class KeyRecord(msgspec.Struct, omit_defaults=True):
     tpm: int | None = None  # tokens (input plus output, as settled) per minute; None = none
     soft_limit_nano: int | None = None  # alert threshold on spent_nano (accounts.softlimit); None = none
     cache_responses: bool = False  # the response cache serves this key (plugins.cache)
+    budget_nano: int | None = None  # a budget per period, as the user's (``UserRecord``)
+    budget_period: str | None = None
+    budget_start: int = 0
+    budget_spent_nano: int = 0
 
 
 class Principal(msgspec.Struct):

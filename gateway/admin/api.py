@@ -19,6 +19,7 @@ from gateway.accounts.keys import generate_api_key, generate_user_token, hash_se
 from gateway.accounts.metering.quota_leases import as_shown
 from gateway.accounts.money import nano_to_usd, usd_to_nano
 from gateway.accounts.records import KeyRecord, UserRecord
+from gateway.admin.budgets import BudgetPeriod, budget_changes, budget_json, changes_budget
 from gateway.admin.idempotency import admin_caller, idempotent
 from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.edge.openapi import documented
@@ -28,7 +29,7 @@ from gateway.settings.config import Config
 from gateway.settings.model_ids import pattern_problem
 from gateway.settings.routes_check import in_catalogue
 from gateway.storage.base import Storage
-from gateway.storage.rows import KeyChanges
+from gateway.storage.rows import KeyChanges, UserChanges
 
 Name = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 # USD amounts: a ceiling keeps nano-USD inside a signed 64-bit database integer.
@@ -43,6 +44,8 @@ class UserCreate(msgspec.Struct, forbid_unknown_fields=True):
     name: Name
     group: str = "default"
     quota_usd: Usd = 0.0
+    budget_usd: Usd | None = None  # per budget_period (gateway.admin.budgets)
+    budget_period: BudgetPeriod | None = None
 
 
 class TopUp(msgspec.Struct, forbid_unknown_fields=True):
@@ -60,6 +63,8 @@ class KeyCreate(msgspec.Struct, forbid_unknown_fields=True):
     rpm: PerMinute | None = None
     tpm: PerMinute | None = None
     soft_limit_usd: Usd | None = None
+    budget_usd: Usd | None = None  # per budget_period (gateway.admin.budgets)
+    budget_period: BudgetPeriod | None = None
 
 
 class KeyPatch(msgspec.Struct, forbid_unknown_fields=True):
@@ -75,6 +80,8 @@ class KeyPatch(msgspec.Struct, forbid_unknown_fields=True):
     rpm: PerMinute | msgspec.UnsetType | None = msgspec.UNSET
     tpm: PerMinute | msgspec.UnsetType | None = msgspec.UNSET
     soft_limit_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET
+    budget_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET
+    budget_period: BudgetPeriod | msgspec.UnsetType | None = msgspec.UNSET
 
 
 def optional_nano(usd: float | msgspec.UnsetType | None) -> int | msgspec.UnsetType | None:
@@ -90,7 +97,7 @@ def user_json(user: UserRecord) -> dict[str, Any]:
     return {"id": user.id, "name": user.name, "group": user.group,
             "quota_usd": nano_to_usd(user.balance_nano), "used_usd": nano_to_usd(user.used_nano),
             "request_count": user.request_count, "created_at": user.created_at, "enabled": user.enabled,
-            "soft_limit_usd": _usd_or_none(user.soft_limit_nano)}
+            "soft_limit_usd": _usd_or_none(user.soft_limit_nano), **budget_json(user)}
 
 
 def name_taken(name: str) -> GatewayError:
@@ -106,7 +113,8 @@ def key_json(key: KeyRecord, full_key: str | None = None) -> dict[str, Any]:
             "quota_usd": None if key.quota_nano is None else nano_to_usd(key.quota_nano),
             "spent_usd": nano_to_usd(key.spent_nano), "models": key.models,
             "allow_ips": key.allow_ips, "expires_at": key.expires_at, "created_at": key.created_at,
-            "rpm": key.rpm, "tpm": key.tpm, "soft_limit_usd": _usd_or_none(key.soft_limit_nano)}
+            "rpm": key.rpm, "tpm": key.tpm, "soft_limit_usd": _usd_or_none(key.soft_limit_nano),
+            **budget_json(key)}
 
 
 class AdminOps:
@@ -124,6 +132,7 @@ class AdminOps:
             raise InvalidRequest(f"Invalid value for `group`: unknown group {body.group!r}.", param="group")
         if await self.storage.user_name_taken(body.name):
             raise name_taken(body.name)
+        budget = budget_changes(body.budget_usd, body.budget_period, None)
         token = generate_user_token()
         try:
             user = await self.storage.create_user(body.name, body.group, usd_to_nano(body.quota_usd),
@@ -132,6 +141,8 @@ class AdminOps:
             if await self.storage.user_name_taken(body.name):  # a concurrent create won the name
                 raise name_taken(body.name) from None
             raise
+        if any(value is not None for value in budget.values()):
+            user = await self.storage.update_user(user.id, UserChanges(**budget)) or user
         await self.changed()
         return {**user_json(user), "user_token": token}
 
@@ -164,6 +175,7 @@ class AdminOps:
         await self._user(body.user_id)
         self._check_models(body.models)
         self._check_ips(body.allow_ips)
+        budget = budget_changes(body.budget_usd, body.budget_period, None)
         secret = generate_api_key()
         record = KeyRecord(
             id=0, user_id=body.user_id, name=body.name, key_hash=hash_secret(secret),
@@ -171,7 +183,8 @@ class AdminOps:
             quota_nano=None if body.quota_usd is None else usd_to_nano(body.quota_usd),
             models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at, rpm=body.rpm,
             tpm=body.tpm,
-            soft_limit_nano=None if body.soft_limit_usd is None else usd_to_nano(body.soft_limit_usd))
+            soft_limit_nano=None if body.soft_limit_usd is None else usd_to_nano(body.soft_limit_usd),
+            **budget)
         key = await self.storage.create_key(record)
         await self.changed()
         return key_json(key, full_key=secret)
@@ -190,11 +203,18 @@ class AdminOps:
             self._check_models(body.models)
         if not isinstance(body.allow_ips, msgspec.UnsetType):
             self._check_ips(body.allow_ips)
+        budget: dict[str, Any] = {}
+        if changes_budget(body.budget_usd, body.budget_period):
+            current = await self.storage.get_key(key_id)
+            if current is None:
+                raise NotFound(f"No key with id {key_id}.")
+            budget = budget_changes(body.budget_usd, body.budget_period, current)
         quota: int | msgspec.UnsetType | None = (
             usd_to_nano(body.quota_usd) if isinstance(body.quota_usd, float | int) else body.quota_usd)
         changes = KeyChanges(name=body.name, enabled=body.enabled, quota_nano=quota,
                              models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at,
-                             rpm=body.rpm, tpm=body.tpm, soft_limit_nano=optional_nano(body.soft_limit_usd))
+                             rpm=body.rpm, tpm=body.tpm, soft_limit_nano=optional_nano(body.soft_limit_usd),
+                             **budget)
         key = await self.storage.update_key(key_id, changes)
         if key is None:
             raise NotFound(f"No key with id {key_id}.")
@@ -283,6 +303,7 @@ async def create_key(request: Request) -> Response:
 @endpoint(DEFAULT_FAMILY)
 async def list_keys(request: Request) -> Response:
     ops = _ops(request)
+    await get_gateway(request).meter.settled()  # read your writes: spent and budget_spent_usd
     raw = request.query_params.get("user_id")
     try:
         user_id = int(raw) if raw else None
@@ -295,7 +316,9 @@ async def list_keys(request: Request) -> Response:
 
 @endpoint(DEFAULT_FAMILY)
 async def get_key(request: Request) -> Response:
-    return json_response(await _ops(request).get_key(_path_id(request)))
+    ops = _ops(request)
+    await get_gateway(request).meter.settled()  # read your writes
+    return json_response(await ops.get_key(_path_id(request)))
 
 
 @endpoint(DEFAULT_FAMILY)

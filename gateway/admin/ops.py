@@ -27,6 +27,7 @@ from gateway.admin.api import (
     name_taken,
     optional_nano,
 )
+from gateway.admin.budgets import BudgetPeriod, budget_changes, changes_budget
 from gateway.admin.idempotency import admin_caller, idempotent
 from gateway.edge.http import decode_body, endpoint, get_gateway, json_response, read_json_body, request_id
 from gateway.edge.openapi import documented
@@ -45,6 +46,8 @@ class UserPatch(msgspec.Struct, forbid_unknown_fields=True):
     group: str | msgspec.UnsetType = msgspec.UNSET
     enabled: bool | msgspec.UnsetType = msgspec.UNSET
     soft_limit_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET  # alert threshold; null clears
+    budget_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET  # per budget_period; null clears
+    budget_period: BudgetPeriod | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class Adjust(msgspec.Struct, forbid_unknown_fields=True):
@@ -64,10 +67,13 @@ def log_json(log: RequestLog) -> dict[str, Any]:
 async def update_user(ops: AdminOps, user_id: int, body: UserPatch) -> dict[str, Any]:
     if isinstance(body.group, str) and body.group not in ops.config.groups:
         raise InvalidRequest(f"Invalid value for `group`: unknown group {body.group!r}.", param="group")
+    budget: dict[str, Any] = {}
+    if changes_budget(body.budget_usd, body.budget_period):
+        budget = budget_changes(body.budget_usd, body.budget_period, await ops.storage.get_user(user_id))
     try:
         user = await ops.storage.update_user(user_id, UserChanges(
             name=body.name, group=body.group, enabled=body.enabled,
-            soft_limit_nano=optional_nano(body.soft_limit_usd)))
+            soft_limit_nano=optional_nano(body.soft_limit_usd), **budget))
     except NameTaken:
         raise name_taken(str(body.name)) from None
     if user is None:

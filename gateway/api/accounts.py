@@ -9,6 +9,7 @@ from gateway.accounts.money import NANO_PER_USD, TokenPrices, nano_to_usd, ratio
 from gateway.accounts.records import KeyRecord, Outcome, Principal, RequestLog, UserRecord
 from gateway.admin.api import AdminOps, KeyCreate, KeyPatch
 from gateway.admin.api import _path_id as path_id
+from gateway.admin.budgets import budget_json
 from gateway.admin.idempotency import idempotent, user_caller
 from gateway.admin.ops import log_filter, log_json, paging
 from gateway.storage.base import Storage
@@ -31,6 +32,7 @@ __all__ = [
     "Storage",
     "TokenPrices",
     "UserRecord",
+    "budget_json",
     "idempotent",
     "log_filter",
     "log_json",

@@ -19,6 +19,7 @@ import msgspec
 import orjson
 
 from gateway.accounts.auth import Authenticator
+from gateway.accounts.budget_periods import PERIODS
 from gateway.accounts.metering.audit import format_problems, format_uncharged, run_audit, uncharged
 from gateway.admin.api import AdminOps, KeyCreate, KeyPatch, TopUp, UserCreate
 from gateway.edge.http import decode_body, new_request_id
@@ -40,7 +41,8 @@ def _csv(value: str) -> list[str]:
 
 
 async def _users_create(ops: AdminOps, args: argparse.Namespace) -> Any:
-    body = _body({"name": args.name, "group": args.group, "quota_usd": args.quota_usd}, UserCreate)
+    body = _body({"name": args.name, "group": args.group, "quota_usd": args.quota_usd,
+                  **budget_fields(args)}, UserCreate)
     return await ops.create_user(body, new_request_id())
 
 
@@ -64,17 +66,37 @@ async def _keys_create(ops: AdminOps, args: argparse.Namespace) -> Any:
 
 
 _LIMITS = (("rpm", "no_rpm"), ("tpm", "no_tpm"), ("soft_limit_usd", "no_soft_limit"))
+_BUDGET = (("budget_usd", "no_budget"), ("budget_period", "no_budget"))
 
 
 def _limit_fields(args: argparse.Namespace) -> dict[str, Any]:
     """``--rpm`` / ``--tpm`` / ``--soft-limit-usd`` as given; on update, ``--no-...`` clears one."""
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = budget_fields(args)
     for name, clear in _LIMITS:
         if getattr(args, clear, False):
             fields[name] = None
         elif getattr(args, name) is not None:
             fields[name] = getattr(args, name)
     return fields
+
+
+def budget_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """``--budget-usd`` / ``--budget-period`` as given; on update, ``--no-budget`` clears both."""
+    fields: dict[str, Any] = {}
+    for name, clear in _BUDGET:
+        if getattr(args, clear, False):
+            fields[name] = None
+        elif getattr(args, name, None) is not None:
+            fields[name] = getattr(args, name)
+    return fields
+
+
+def add_budget_options(p: argparse.ArgumentParser, *, clearable: bool) -> None:
+    """``--budget-usd`` and ``--budget-period`` (and ``--no-budget`` on an update) of a key or a user."""
+    p.add_argument("--budget-usd", type=float, help="what may be spent per --budget-period, in USD")
+    p.add_argument("--budget-period", choices=PERIODS, help="the budget's period (UTC calendar periods)")
+    if clearable:
+        p.add_argument("--no-budget", action="store_true", help="remove the budget")
 
 
 async def _keys_list(ops: AdminOps, args: argparse.Namespace) -> Any:
@@ -217,6 +239,7 @@ def _key_fields(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rpm", type=int, help="requests per minute (rate limit)")
     p.add_argument("--tpm", type=int, help="tokens (input plus output) per minute (rate limit)")
     p.add_argument("--soft-limit-usd", type=float, help="spending alert threshold in USD")
+    add_budget_options(p, clearable=False)
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> argparse._SubParsersAction[Any]:
@@ -229,6 +252,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> argparse._SubParsersAc
     p.add_argument("--name", required=True)
     p.add_argument("--group", default="default")
     p.add_argument("--quota-usd", type=float, default=0.0, help="opening balance in USD")
+    add_budget_options(p, clearable=False)
     p.set_defaults(func=_command(_users_create))
     _common(users.add_parser("list", help="list users")).set_defaults(func=_command(_users_list))
     p = _common(users.add_parser("topup", help="add to a user's balance"))
@@ -258,6 +282,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> argparse._SubParsersAc
     p.add_argument("--no-rpm", action="store_true", help="remove the key's own requests-per-minute limit")
     p.add_argument("--no-tpm", action="store_true", help="remove the key's own tokens-per-minute limit")
     p.add_argument("--no-soft-limit", action="store_true", help="remove the key's alert threshold")
+    p.add_argument("--no-budget", action="store_true", help="remove the key's budget")
     p.set_defaults(func=_command(_keys_update))
     p = _common(keys.add_parser("delete", help="delete a key"))
     p.add_argument("key_id", type=int)

@@ -18,7 +18,7 @@ import orjson
 
 from gateway.admin import ops as admin_ops
 from gateway.admin.api import AdminOps
-from gateway.cli.admin import _body, _command, _common, _load, _print
+from gateway.cli.admin import _body, _command, _common, _load, _print, add_budget_options, budget_fields
 from gateway.edge.http import new_request_id
 from gateway.storage.rows import LogFilter
 
@@ -26,6 +26,7 @@ from gateway.storage.rows import LogFilter
 async def _users_update(ops: AdminOps, args: argparse.Namespace) -> Any:
     fields = {name: value for name, value in (("name", args.name), ("group", args.group),
                                                ("enabled", args.enabled)) if value is not None}
+    fields.update(budget_fields(args))
     return await admin_ops.update_user(ops, args.user_id, _body(fields, admin_ops.UserPatch))
 
 
@@ -74,6 +75,7 @@ def add_user_commands(users: argparse._SubParsersAction[Any]) -> None:
     state = p.add_mutually_exclusive_group()
     state.add_argument("--enable", dest="enabled", action="store_const", const=True)
     state.add_argument("--disable", dest="enabled", action="store_const", const=False)
+    add_budget_options(p, clearable=True)
     p.set_defaults(func=_command(_users_update))
     p = _common(users.add_parser("delete", help="delete a user (keys stop; history is kept)"))
     p.add_argument("user_id", type=int)

@@ -15,6 +15,7 @@ Hierarchy (status and code are class attributes; a raise may override the code):
     ├── MethodNotAllowed              405 method_not_allowed
     ├── RequestTooLarge               413 request_too_large
     ├── RateLimited                   429 rate_limit_exceeded
+    │   └── BudgetExceeded            429 budget_exceeded   (also an InsufficientQuota: see below)
     ├── UpstreamError                 502 upstream_error    (failure after retries / failover)
     ├── ServiceUnavailable            503 service_unavailable (a shared service is down; Retry-After)
     └── UpstreamHTTPError             <upstream's 4xx>      (relayed to the client as-is)
@@ -27,6 +28,7 @@ its own (``gateway.relay.families.WireFamily.render_error``); routes that no fam
 from __future__ import annotations
 
 __all__ = [
+    "BudgetExceeded",
     "ExpiredApiKey",
     "GatewayError",
     "InsufficientQuota",
@@ -115,6 +117,16 @@ class RequestTooLarge(GatewayError):
 class RateLimited(GatewayError):
     status = 429
     code = "rate_limit_exceeded"
+
+
+class BudgetExceeded(RateLimited, InsufficientQuota):
+    """The worst case of a call does not fit what a key's or a user's budget still allows in its
+    period (CONTRACT 7): 429 with ``Retry-After`` until the period ends. It is also an
+    ``InsufficientQuota``, the refusal of a hold, so a caller that tries another hold when one is
+    refused (a fallback model's) treats both alike; the status and code are this class's."""
+
+    status = 429
+    code = "budget_exceeded"
 
 
 class UpstreamError(GatewayError):

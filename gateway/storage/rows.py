@@ -157,6 +157,8 @@ class KeyChanges(msgspec.Struct, omit_defaults=True):
     rpm: int | msgspec.UnsetType | None = msgspec.UNSET
     tpm: int | msgspec.UnsetType | None = msgspec.UNSET
     soft_limit_nano: int | msgspec.UnsetType | None = msgspec.UNSET
+    budget_nano: int | msgspec.UnsetType | None = msgspec.UNSET
+    budget_period: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class UserChanges(msgspec.Struct, omit_defaults=True):
@@ -166,6 +168,8 @@ class UserChanges(msgspec.Struct, omit_defaults=True):
     group: str | msgspec.UnsetType = msgspec.UNSET
     enabled: bool | msgspec.UnsetType = msgspec.UNSET
     soft_limit_nano: int | msgspec.UnsetType | None = msgspec.UNSET
+    budget_nano: int | msgspec.UnsetType | None = msgspec.UNSET
+    budget_period: str | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class LogFilter(msgspec.Struct, omit_defaults=True):

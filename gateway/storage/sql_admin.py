@@ -28,7 +28,8 @@ _ADJUST_LEDGER = """INSERT INTO ledger
 (ts, kind, request_id, user_id, key_id, delta_nano, charge_nano, amount_nano, note)
 VALUES (?, 'adjust', ?, ?, NULL, ?, 0, 0, ?)"""
 _USER_FIELDS = {"name": "name", "group": "user_group", "enabled": "enabled",
-                "soft_limit_nano": "soft_limit_nano"}  # Struct field -> column
+                "soft_limit_nano": "soft_limit_nano", "budget_nano": "budget_nano",
+                "budget_period": "budget_period"}  # Struct field -> column
 _NAME_IN_USE = f"SELECT 1 AS one FROM users WHERE name = ? AND id <> ? AND {_LIVE}"
 
 

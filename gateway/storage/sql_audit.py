@@ -8,7 +8,7 @@ from __future__ import annotations
 from gateway.storage.rows import AuditProblem
 from gateway.storage.sql_money import Tx
 
-_AUDIT_USERS = """SELECT u.id, u.balance_nano, u.used_nano,
+_AUDIT_USERS = """SELECT u.id, u.balance_nano, u.used_nano, u.reserved_nano,
     COALESCE(l.delta, 0) AS delta, COALESCE(l.charge, 0) AS charge, COALESCE(l.held, 0) AS held,
     COALESCE(r.open_nano, 0) AS open_nano
 FROM users u
@@ -42,6 +42,7 @@ async def audit_in_tx(tx: Tx) -> list[AuditProblem]:
         check(subject, "balance_nano", u["balance_nano"], u["delta"])
         check(subject, "used_nano", u["used_nano"], u["charge"])
         check(subject, "sum of open reservations", u["open_nano"], u["held"])
+        check(subject, "reserved_nano", u["reserved_nano"], u["open_nano"], "the reservations table")
         if u["balance_nano"] < 0:
             problems.append(AuditProblem(subject, f"negative balance {u['balance_nano']}"))
     for k in await tx.fetchall(_AUDIT_KEYS):

@@ -20,6 +20,15 @@ import msgspec
 from gateway.accounts.records import RequestLog
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
+from gateway.storage.sql_budget import (
+    BUDGET_COLUMNS,
+    Starts,
+    budget_left,
+    counted,
+    counted_args,
+    fits,
+    now_starts,
+)
 from gateway.storage.sql_dialect import Row as Row
 from gateway.storage.sql_dialect import Tx as Tx
 from gateway.storage.sql_rollup import add_to_rollups
@@ -82,14 +91,16 @@ def log_from_row(row: Row) -> RequestLog:
 # (a change made on another replica counts at the next hold, whatever its auth cache says), and
 # also the key's ceiling, so that in the common case nothing has to be rolled back; the key update
 # re-checks it on its own (authoritative when another transaction got there first on PostgreSQL)
-# and a miss there rolls the whole transaction back.
-_RESERVE_USER = """UPDATE users SET balance_nano = balance_nano - ?
-WHERE id = ? AND enabled AND deleted_at IS NULL AND balance_nano >= ?
+# and a miss there rolls the whole transaction back. Budgets (``sql_budget``) are checked the same
+# way: the user's in its own update, the key's in both.
+_RESERVE_USER = f"""UPDATE users SET balance_nano = balance_nano - ?, reserved_nano = reserved_nano + ?
+WHERE id = ? AND enabled AND deleted_at IS NULL AND balance_nano >= ? AND {fits()}
 AND EXISTS (
     SELECT 1 FROM api_keys k WHERE k.id = ? AND k.user_id = users.id AND k.enabled
-    AND (k.quota_nano IS NULL OR k.spent_nano + k.reserved_nano + ? <= k.quota_nano))"""
-_RESERVE_KEY = """UPDATE api_keys SET reserved_nano = reserved_nano + ?
-WHERE id = ? AND enabled AND (quota_nano IS NULL OR spent_nano + reserved_nano + ? <= quota_nano)"""
+    AND (k.quota_nano IS NULL OR k.spent_nano + k.reserved_nano + ? <= k.quota_nano) AND {fits("k.")})"""
+_RESERVE_KEY = f"""UPDATE api_keys SET reserved_nano = reserved_nano + ?
+WHERE id = ? AND enabled AND (quota_nano IS NULL OR spent_nano + reserved_nano + ? <= quota_nano)
+AND {fits()}"""
 _INSERT_RESERVATION = f"INSERT INTO reservations ({RES_COLUMNS}) VALUES (?, ?, ?, ?, ?, {{now}})"
 # A quota lease's hold (``gateway.accounts.metering.quota_leases``): one row per lease, topped up in place.
 _ADD_TO_LEASE = (_INSERT_RESERVATION + " ON CONFLICT (request_id) DO UPDATE SET "
@@ -115,9 +126,11 @@ async def reserve_in_tx(tx: Tx, r: Reservation, now_sql: str, room: int | None =
     topping_up = r.lease is not None and r.lease == r.request_id
     if topping_up:  # the lease's row is locked before the user's, as settlements lock them
         await tx.execute(_LOCK_RESERVATION, (r.request_id,))
-    if not await tx.execute(_RESERVE_USER, (a, r.user_id, need, r.key_id, need)):
+    starts = now_starts()
+    user_args = (a, a, r.user_id, need, need, *starts, r.key_id, need, need, *starts)
+    if not await tx.execute(_RESERVE_USER, user_args):
         return False
-    if not await tx.execute(_RESERVE_KEY, (a, r.key_id, need)):
+    if not await tx.execute(_RESERVE_KEY, (a, r.key_id, need, need, *starts)):
         raise NoFit
     insert = _ADD_TO_LEASE if topping_up else _INSERT_RESERVATION
     await tx.execute(insert.replace("{now}", now_sql), (r.request_id, r.user_id, r.key_id, a, r.instance))
@@ -235,12 +248,15 @@ class GroupReserve:
 
 
 # --- close reservations (settle, release, crash release) --------------------------------------------
-_BOOK_USER = """UPDATE users SET balance_nano = balance_nano + ?, used_nano = used_nano + ?,
-request_count = request_count + ? WHERE id = ?"""
-_BOOK_KEY = "UPDATE api_keys SET spent_nano = spent_nano + ?, reserved_nano = reserved_nano - ? WHERE id = ?"
+# Each charge also counts in the budget's current period (``sql_budget.counted``).
+_BOOK_USER = f"""UPDATE users SET balance_nano = balance_nano + ?, used_nano = used_nano + ?,
+request_count = request_count + ?, reserved_nano = reserved_nano - ?, {counted()} WHERE id = ?"""
+_BOOK_KEY = f"""UPDATE api_keys SET spent_nano = spent_nano + ?, reserved_nano = reserved_nano - ?,
+{counted()} WHERE id = ?"""
 # The excess over a hold (``_charge_excess``); its amount never exceeds the room read just before.
-_TAKE_USER = "UPDATE users SET balance_nano = balance_nano - ?, used_nano = used_nano + ? WHERE id = ?"
-_TAKE_KEY = "UPDATE api_keys SET spent_nano = spent_nano + ? WHERE id = ?"
+_TAKE_USER = f"""UPDATE users SET balance_nano = balance_nano - ?, used_nano = used_nano + ?,
+{counted()} WHERE id = ?"""
+_TAKE_KEY = f"UPDATE api_keys SET spent_nano = spent_nano + ?, {counted()} WHERE id = ?"
 
 
 async def delete_reservations(tx: Tx, request_ids: Sequence[str]) -> list[Row]:
@@ -304,7 +320,7 @@ async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | No
     named in ``uncounted`` (a quota lease giving back what it did not use) are not requests."""
     if not closed:
         return
-    users: dict[int, list[int]] = {}  # id -> [balance delta, used delta, requests]
+    users: dict[int, list[int]] = {}  # id -> [balance delta, used delta, requests, reserved decrease]
     keys: dict[int, list[int]] = {}  # id -> [spent delta, reserved decrease]
     helds: list[int] = []  # the part of each charge the hold covers
     excess: list[int] = []  # the part above it
@@ -313,16 +329,18 @@ async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | No
         held = min(max(charge, 0), amount)
         helds.append(held)
         excess.append(max(charge, 0) - held)
-        u = users.setdefault(user_id, [0, 0, 0])
+        u = users.setdefault(user_id, [0, 0, 0, 0])
         u[0] += amount - held
         u[1] += held
         u[2] += int(count_requests and row["request_id"] not in uncounted)
+        u[3] += amount
         k = keys.setdefault(key_id, [0, 0])
         k[0] += held
         k[1] += amount
-    await tx.executemany(_BOOK_USER, [(*v, i) for i, v in sorted(users.items())])
-    await tx.executemany(_BOOK_KEY, [(*v, i) for i, v in sorted(keys.items())])
-    extra = await _charge_excess(tx, closed, excess) if any(excess) else [0] * len(closed)
+    starts = now_starts()  # one period for the whole transaction
+    await tx.executemany(_BOOK_USER, [(*v, *counted_args(starts, v[1]), i) for i, v in sorted(users.items())])
+    await tx.executemany(_BOOK_KEY, [(*v, *counted_args(starts, v[0]), i) for i, v in sorted(keys.items())])
+    extra = await _charge_excess(tx, closed, excess, starts) if any(excess) else [0] * len(closed)
     ledger: list[tuple[Any, ...]] = []
     logs: list[RequestLog] = []
     ts = time.time()
@@ -342,23 +360,29 @@ async def book_closures(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | No
 
 
 async def _charge_excess(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | None]],
-                         excess: Sequence[int]) -> list[int]:
+                         excess: Sequence[int], starts: Starts) -> list[int]:
     """How much of each excess is taken (in ``closed`` order), and take it. Runs after the held
-    parts were booked, so every row read here is already locked by this transaction."""
+    parts were booked, so every row read here is already locked by this transaction. A budget's
+    room this period bounds it like the balance and the ceiling (their counts were moved to the
+    current period by the booking)."""
     user_ids = sorted({row["user_id"] for (row, _, _), over in zip(closed, excess, strict=True) if over})
     key_ids = sorted({row["key_id"] for (row, _, _), over in zip(closed, excess, strict=True) if over})
     room_user: dict[int, int] = {}
     room_key: dict[int, int | None] = {}  # None: the key has no ceiling
     for part in chunks(user_ids):
-        sql = f"SELECT id, balance_nano FROM users WHERE id IN {in_list(len(part))}"
+        sql = (f"SELECT id, balance_nano, reserved_nano, {BUDGET_COLUMNS} FROM users "
+               f"WHERE id IN {in_list(len(part))}")
         for u in await tx.fetchall(sql, part):
-            room_user[u["id"]] = max(int(u["balance_nano"]), 0)
+            budget = budget_left(u, starts)
+            room_user[u["id"]] = max(int(u["balance_nano"]), 0) if budget is None else \
+                min(max(int(u["balance_nano"]), 0), budget)
     for part in chunks(key_ids):
-        for k in await tx.fetchall("SELECT id, quota_nano, spent_nano, reserved_nano FROM api_keys "
-                                   f"WHERE id IN {in_list(len(part))}", part):
+        for k in await tx.fetchall(f"SELECT id, quota_nano, spent_nano, reserved_nano, {BUDGET_COLUMNS} "
+                                   f"FROM api_keys WHERE id IN {in_list(len(part))}", part):
             quota = k["quota_nano"]
-            left = None if quota is None else quota - k["spent_nano"] - k["reserved_nano"]
-            room_key[k["id"]] = None if left is None else max(left, 0)
+            left = None if quota is None else max(quota - k["spent_nano"] - k["reserved_nano"], 0)
+            budget = budget_left(k, starts)
+            room_key[k["id"]] = budget if left is None else left if budget is None else min(left, budget)
     taken: list[int] = []
     users: dict[int, int] = {}
     keys: dict[int, int] = {}
@@ -376,8 +400,10 @@ async def _charge_excess(tx: Tx, closed: Sequence[tuple[Row, int, RequestLog | N
         keys[key_id] = keys.get(key_id, 0) + take
         taken.append(take)
     if users:
-        await tx.executemany(_TAKE_USER, [(v, v, i) for i, v in sorted(users.items()) if v])
-        await tx.executemany(_TAKE_KEY, [(v, i) for i, v in sorted(keys.items()) if v])
+        await tx.executemany(_TAKE_USER, [(v, v, *counted_args(starts, v), i)
+                                          for i, v in sorted(users.items()) if v])
+        await tx.executemany(_TAKE_KEY, [(v, *counted_args(starts, v), i)
+                                         for i, v in sorted(keys.items()) if v])
     return taken
 
 

@@ -206,7 +206,8 @@ async def test_user_self_in_rmb(gw: GatewayHandle) -> None:
     account = Account(gw, gw.user, gw.key_record)
     me = await account.me()
     assert me == {"id": gw.user["id"], "username": "u", "group": "default", "quota": 720.0,
-                  "used_quota": 0.0, "request_count": 0}
+                  "used_quota": 0.0, "request_count": 0,
+                  "budget_usd": None, "budget_period": None, "budget_spent_usd": None}  # CONTRACT 7
     charged = 0
     for tokens in (100, 300):
         reply = await account.chat("sim-chat", f"sim:tokens={tokens} money please")
@@ -222,7 +223,8 @@ async def test_user_self_envelope(gw: GatewayHandle) -> None:
     assert reply.status == 200
     body = reply.json()
     assert body["success"] is True and body["message"] == ""
-    assert set(body["data"]) == {"id", "username", "group", "quota", "used_quota", "request_count"}
+    assert set(body["data"]) == {"id", "username", "group", "quota", "used_quota", "request_count",
+                                 "budget_usd", "budget_period", "budget_spent_usd"}  # CONTRACT 7
 
 
 async def test_log_self_items_and_pagination(gw: GatewayHandle) -> None:

@@ -44,6 +44,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from gateway.accounts.metering.budget_refusal import budget_refusal
 from gateway.accounts.metering.quota_leases import IDLE_RETURN_S, QuotaLeases, as_shown
 from gateway.accounts.metering.writer import REFUSALS_MAX, BatchWriter
 from gateway.accounts.money import nano_to_usd
@@ -213,7 +214,9 @@ class Meter:
             if user is None or not user.enabled:  # deleted users are not found
                 raise InvalidApiKey("The account of this API key is disabled." if user
                                     else "Incorrect API key provided.")
-            raise InsufficientQuota(refusal_message(amount_nano, key, user))
+            # A budget short for this period is a 429 until it ends (``budget_refusal``).
+            raise budget_refusal(amount_nano, key, user) or InsufficientQuota(
+                refusal_message(amount_nano, key, user))
         return reservation
 
     def name(self, hold: Reservation) -> None:
