@@ -4,7 +4,7 @@
 import { api } from "./api.js";
 import { h, mount } from "./dom.js";
 import { dateTime, rmb, usd } from "./format.js";
-import { KEY_LIMITS, editKey } from "./keyform.js";
+import { KEY_LIMITS, budgetBody, budgetCell, budgetFields, editKey } from "./keyform.js";
 import {
   button, confirmDialog, downloadCsv, errorBox, field, hidden, input, panel, select, table, toast, values,
 } from "./ui.js";
@@ -59,9 +59,10 @@ function createUser(groups, reload) {
   const form = h("form", { class: "grid-form", onsubmit: (e) => e.preventDefault() },
     field("Name", input("name", { required: true, maxlength: 200 })),
     field("Group", select("group", groups.map((g) => [g, g]), "default")),
-    field("Opening balance, USD", input("quota_usd", { type: "number", min: 0, step: "any", value: 0 })));
+    field("Opening balance, USD", input("quota_usd", { type: "number", min: 0, step: "any", value: 0 })),
+    ...budgetFields({}));
   userPanel("New user", form, (v) => api("POST", "/admin/users", {
-    name: v.name.trim(), group: v.group, quota_usd: Number(v.quota_usd) || 0,
+    name: v.name.trim(), group: v.group, quota_usd: Number(v.quota_usd) || 0, ...budgetBody(v, null),
   }, undefined, { idempotent: true }), (user) => {
     const p = panel("User created", h("div", {},
       h("p", {}, "Give this user token to the user: it is shown only this once."),
@@ -77,9 +78,10 @@ function editUser(user, groups, reload) {
     field("Name", input("name", { value: user.name, required: true, maxlength: 200 })),
     field("Group", select("group", groups.map((g) => [g, g]), user.group)),
     field("Alert at, USD used", input("soft_limit_usd", { type: "number", min: 0, step: "any", value: user.soft_limit_usd ?? "", placeholder: "no alert" }),
-      "The user's soft limit: an alert when their spending reaches it. Empty: none."));
+      "The user's soft limit: an alert when their spending reaches it. Empty: none."),
+    ...budgetFields(user));
   userPanel(`Edit ${user.name}`, form, (v) => api("PATCH", `/admin/users/${user.id}`, {
-    name: v.name.trim(), group: v.group, soft_limit_usd: optionalUsd(v.soft_limit_usd),
+    name: v.name.trim(), group: v.group, soft_limit_usd: optionalUsd(v.soft_limit_usd), ...budgetBody(v, user),
   }), () => { toast("Saved."); reload(); });
 }
 
@@ -122,6 +124,7 @@ export async function users(root) {
     { title: "Balance", cell: (u) => h("span", { "data-balance": u.quota_usd }, `${usd(u.quota_usd)} · ${rmb(u.quota_usd, rate)}`), class: "num" },
     { title: "Used", cell: (u) => `${usd(u.used_usd)} · ${rmb(u.used_usd, rate)}`, class: "num" },
     { title: "Alert at", cell: (u) => (u.soft_limit_usd === null ? "—" : usd(u.soft_limit_usd)), class: "num" },
+    { title: "Budget", cell: (u) => budgetCell(u), class: "num" },
     { title: "Billed calls", cell: (u) => String(u.request_count), class: "num" },
     { title: "Created", cell: (u) => dateTime(u.created_at) },
     {
@@ -183,6 +186,7 @@ export async function keys(root, params) {
     { title: "Models", cell: (k) => (k.models ? k.models.join(", ") : "all") },
     { title: "IPs", cell: (k) => (k.allow_ips ? k.allow_ips.join(", ") : "any") },
     { title: "Limits", cell: (k) => `${k.rpm ? `${k.rpm} rpm` : "—"} · ${k.tpm ? `${k.tpm} tpm` : "—"}` },
+    { title: "Budget", cell: (k) => budgetCell(k), class: "num" },
     { title: "Expires", cell: (k) => (k.expires_at ? dateTime(k.expires_at) : "never") },
     {
       title: "Actions",

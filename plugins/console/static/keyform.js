@@ -1,8 +1,9 @@
 // The API key form, shared by a user's own keys (/api/keys) and the admin's keys of any user
-// (/admin/keys): name, spending ceiling, model allowlist, IPs, expiry, rate limits, alert.
+// (/admin/keys): name, spending ceiling, model allowlist, IPs, expiry, rate limits, alert, budget.
 
 import { h, mount } from "./dom.js";
-import { button, errorBox, field, input, panel, values } from "./ui.js";
+import { usd } from "./format.js";
+import { button, errorBox, field, input, panel, select, values } from "./ui.js";
 
 const list = (text) => text.split(",").map((x) => x.trim()).filter(Boolean);
 export const KEY_LIMITS = ["rpm", "tpm", "soft_limit_usd"];
@@ -20,6 +21,35 @@ function modelsField(k, models) {
       h("input", { type: "checkbox", name: "model", value: id, checked: chosen.has(id) }), id))));
 }
 
+const PERIODS = [["", "no budget"], ["day", "per day"], ["week", "per week"], ["month", "per month"]];
+
+/** The budget fields of a key or a user (CONTRACT 7): an amount per UTC day, week or month. */
+export function budgetFields(r) {
+  return [
+    field("Budget, USD", input("budget_usd", { type: "number", min: 0, step: "any", value: r.budget_usd ?? "", placeholder: "no budget" }),
+      "What may be spent per period; a call that would pass it waits for the next period (429)."),
+    field("Budget period", select("budget_period", PERIODS, r.budget_period ?? "")),
+  ];
+}
+
+/** The budget part of a create or PATCH body: sent when set, or cleared when an existing one is emptied. */
+export function budgetBody(v, editing) {
+  const body = {};
+  if (v.budget_usd !== "") {
+    body.budget_usd = Number(v.budget_usd);
+    body.budget_period = v.budget_period || null;
+  } else if (editing && editing.budget_usd !== null && editing.budget_usd !== undefined) {
+    body.budget_usd = null;
+  }
+  return body;
+}
+
+/** "$0.50 / day · $0.12 spent", or "—" without a budget. */
+export function budgetCell(r) {
+  if (r.budget_usd === null || r.budget_usd === undefined) return "—";
+  return `${usd(r.budget_usd)} / ${r.budget_period} · ${usd(r.budget_spent_usd ?? 0)} spent`;
+}
+
 export function keyForm(key, limits, models) {
   const k = key || {};
   const expires = k.expires_at ? new Date(k.expires_at * 1000).toISOString().slice(0, 10) : "";
@@ -34,7 +64,8 @@ export function keyForm(key, limits, models) {
     limits.has("rpm") ? field("Requests per minute", input("rpm", { type: "number", min: 1, value: k.rpm ?? "", placeholder: "no limit" })) : null,
     limits.has("tpm") ? field("Tokens per minute", input("tpm", { type: "number", min: 1, value: k.tpm ?? "", placeholder: "no limit" })) : null,
     limits.has("soft_limit_usd") ? field("Alert at, USD spent", input("soft_limit_usd", { type: "number", min: 0, step: "any", value: k.soft_limit_usd ?? "", placeholder: "no alert" }),
-      "The soft limit reported by /v1/dashboard/billing/subscription.") : null);
+      "The soft limit reported by /v1/dashboard/billing/subscription.") : null,
+    ...budgetFields(k));
 }
 
 export function keyBody(form, editing) {
@@ -47,6 +78,7 @@ export function keyBody(form, editing) {
     models: models.length ? models : null,
     allow_ips: list(v.allow_ips).length ? list(v.allow_ips) : null,
     expires_at: v.expires ? Math.floor(Date.parse(`${v.expires}T23:59:59Z`) / 1000) : 0,
+    ...budgetBody(v, editing),
   };
   // Limits are sent only when set (or when clearing one an existing key has).
   for (const name of KEY_LIMITS) {

@@ -5,7 +5,7 @@ import { api, tabKeys } from "./api.js";
 import { barChart, hbarChart } from "./chart.js";
 import { h, mount } from "./dom.js";
 import { dateTime, rmb, usd } from "./format.js";
-import { KEY_LIMITS, editKey } from "./keyform.js";
+import { KEY_LIMITS, budgetCell, editKey } from "./keyform.js";
 import { logView } from "./logtable.js";
 import { button, confirmDialog, copy, hidden, panel, stat, table, toast } from "./ui.js";
 
@@ -66,6 +66,7 @@ export async function keys(root) {
     { title: "Ceiling / spent", cell: (k) => `${k.quota_usd === null ? "none" : usd(k.quota_usd)} / ${usd(k.spent_usd)}`, class: "num" },
     { title: "Models", cell: (k) => (k.models ? k.models.join(", ") : "all") },
     { title: "IPs", cell: (k) => (k.allow_ips ? k.allow_ips.join(", ") : "any") },
+    { title: "Budget", cell: (k) => budgetCell(k), class: "num" },
     { title: "Expires", cell: (k) => (k.expires_at ? dateTime(k.expires_at) : "never") },
     limits.has("rpm") ? { title: "Limits", cell: (k) => `${k.rpm ? `${k.rpm} rpm` : "—"} · ${k.tpm ? `${k.tpm} tpm` : "—"}` } : null,
     {
