@@ -34,7 +34,7 @@ from gateway.accounts.ratelimit_headers import rate_headers
 from gateway.edge.deadlines import BodyDeadlineMiddleware
 from gateway.edge.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
 from gateway.edge.refusals import is_refusal, refusal_row
-from gateway.edge.wrong_paths import CONSOLE_PATH, doubled_prefix, served, served_as, wrong_path
+from gateway.edge.wrong_paths import CONSOLE_PATH, served, wrong_path
 from gateway.relay.families import DEFAULT_FAMILY, FamilyRegistry
 from gateway.runtime.errors import (
     GatewayError,
@@ -122,10 +122,11 @@ class EdgeMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        if (alias := served_as(scope["path"])) is not None:  # /chat/completions: a base URL without /v1
+        families = self.families
+        if (alias := families.alias(scope["path"])) is not None:  # an SDK's base URL without its path
             scope["path"] = alias
-        # /v1/v1/messages: a base URL with /v1 (answered before a family's own catch-all 404)
-        doubled = doubled_prefix(scope["path"])
+        # A base URL with the version its SDK adds (answered before a family's own catch-all 404)
+        doubled = scope["path"].startswith(families.doubled_starts)
         rid = new_request_id()
         state = scope.setdefault("state", {})
         state["request_id"] = rid
@@ -199,7 +200,7 @@ class EdgeMiddleware:
     async def _guard(self, exc: Exception, scope: Scope, receive: Receive, send: Send) -> None:
         response: Response
         if isinstance(exc, HTTPException) and exc.status_code == 404 and (
-                (hint := wrong_path(scope)) is not None):  # /v1/v1/messages: a base URL with /v1
+                (hint := wrong_path(scope, self.families)) is not None):  # a base URL users get wrong
             response = _envelope(self.families, hint.meant, NotFound(hint.message))
         elif isinstance(exc, HTTPException) and exc.status_code == 404 and _console_home(scope):
             response = RedirectResponse(CONSOLE_PATH, status_code=302)  # relative: not from Host

@@ -1,16 +1,14 @@
-"""Paths that users get wrong with each SDK's base URL (CONTRACT section 6c).
+"""Base URLs that users get wrong with an SDK (CONTRACT section 6c), answered from what each wire
+family declares about its SDK (``gateway.relay.families.WireFamily``'s optional members):
 
-* The openai SDK given the gateway's address without ``/v1`` calls ``/chat/completions``: the
-  common paths of that family are served as their ``/v1/...`` forms (``UNPREFIXED``).
-* An SDK that adds its own version prefix, given a base URL that already ends with it (the
-  anthropic SDK with ``.../v1``, google-genai with ``.../v1beta`` or ``.../v1``), doubles it:
-  ``/v1/v1/messages``, ``/v1beta/v1beta/models/...``, ``/v1/v1beta/models/...``. Other paths of the
-  openai family without ``/v1`` (``/audio/speech``) are not guessed at. Each is a 404 in the
-  envelope of the family the client meant, whose message names the base URL to use.
+* a path its family serves without the SDK's base path (the openai SDK given the gateway's address
+  alone) is served as its prefixed form (``FamilyRegistry.alias``, before routing);
+* two version segments in a row (an SDK that adds its version, given a base URL that already ends
+  with one) are refused before routing, since a family's own catch-all would answer first, with a
+  404 in the envelope of the family the client meant, naming the base URL to use;
+* a path the router refused that a family serves under its SDK's base path gets the same 404.
 
-A doubled prefix is refused before routing (a family's own catch-all would answer first), the other
-hints only for a request the router refused with 404; a correct path pays one set lookup and one
-``startswith``. ``GET /`` leads to the web console when it is served.
+Correct paths pay one dict lookup and one ``startswith``. ``GET /`` leads to the web console.
 """
 
 from __future__ import annotations
@@ -20,19 +18,9 @@ from typing import NamedTuple
 from starlette.routing import Match
 from starlette.types import Scope
 
-CONSOLE_PATH = "/console"  # where ``GET /`` leads, when the console plugin serves it
+from gateway.relay.families import FamilyRegistry, sdk_base_path
 
-# The openai family's paths that its SDK calls without /v1 when the base URL lacks it, served as
-# their /v1 forms (CONTRACT 6c).
-UNPREFIXED = frozenset({"/chat/completions", "/completions", "/embeddings", "/responses", "/models"})
-
-# A doubled prefix: what the path starts with, and the prefix that the base URL held already.
-_DOUBLED = (
-    ("/v1/v1/", "/v1"),
-    ("/v1beta/v1beta/", "/v1beta"),
-    ("/v1/v1beta/", "/v1"),  # google-genai (api_version v1beta) with a base URL ending in /v1
-    ("/v1beta/v1/", "/v1beta"),  # google-genai (api_version v1) with a base URL ending in /v1beta
-)
+CONSOLE_PATH = "/console"  # where ``GET /`` leads, when it is served (CONTRACT 4a)
 
 
 class WrongPath(NamedTuple):
@@ -40,44 +28,29 @@ class WrongPath(NamedTuple):
     message: str
 
 
-_DOUBLED_STARTS = tuple(start for start, _ in _DOUBLED)
-
-
-def doubled_prefix(path: str) -> bool:
-    """True for a path that doubles a version prefix (never one that a route serves)."""
-    return path.startswith(_DOUBLED_STARTS)
-
-
-def served_as(path: str) -> str | None:
-    """The ``/v1`` path an unprefixed one is served as, else None."""
-    return "/v1" + path if path in UNPREFIXED else None
-
-
-def wrong_path(scope: Scope) -> WrongPath | None:
-    """Why the path of a request the router refused (404) is wrong, when it is one that users get
-    wrong and what they meant exists; None otherwise."""
+def wrong_path(scope: Scope, families: FamilyRegistry) -> WrongPath | None:
+    """Why the path of a refused request is wrong, when it is one that users get wrong and what
+    they meant exists; None otherwise."""
     path, method = scope["path"], scope["method"]
-    for start, extra in _DOUBLED:
+    origin = _origin(scope)
+    for start in families.doubled_starts:
         if path.startswith(start):
+            extra = "/" + start.split("/")[1]
             meant = path[len(extra):]
-            if not served(scope, meant):
+            family = families.for_path(meant)
+            if not served(scope, meant) or family is None:
                 return None
-            told = (f"{method} {path} starts with {start[:-1]}: the client's base URL already ends "
-                    f"with {extra}. ")
-            return WrongPath(meant, told + _right_base_url(meant, _origin(scope)))
-    meant = "/v1" + path
-    if not path.startswith(("/v1/", "/v1beta/")) and served(scope, meant):
-        return WrongPath(meant, f"{method} {path} is not served: the paths of this API start with /v1. "
-                                f"With the openai SDK, use the base URL {_origin(scope)}/v1.")
+            right = origin + sdk_base_path(family)
+            return WrongPath(meant, f"{method} {path} starts with {start[:-1]}: the client's base URL "
+                                    f"already ends with {extra}. Use the base URL {right}.")
+    for base in sorted(families.sdk_base_paths()):
+        meant = base + path
+        family = families.for_path(meant)
+        if not path.startswith(base + "/") and family is not None and sdk_base_path(family) == base \
+                and served(scope, meant):
+            return WrongPath(meant, f"{method} {path} is not served: the paths of this API start with "
+                                    f"{base}. Use the base URL {origin}{base}.")
     return None
-
-
-def _right_base_url(meant: str, origin: str) -> str:
-    if meant.startswith("/v1/messages"):
-        return f"The anthropic SDK adds /v1 itself: use the base URL {origin}."
-    if meant.startswith("/v1beta/") or (meant.startswith("/v1/models/") and ":" in meant):
-        return f"google-genai adds the API version itself: use the base URL {origin}."
-    return f"With the openai SDK, use the base URL {origin}/v1."
 
 
 def _origin(scope: Scope) -> str:
@@ -96,4 +69,3 @@ def served(scope: Scope, path: str) -> bool:
         return False
     probe: Scope = {**scope, "path": path, "root_path": ""}
     return any(route.matches(probe)[0] is not Match.NONE for route in router.routes)
-

@@ -35,6 +35,7 @@ __all__ = [
     "bearer_token",
     "native_type",
     "render_default_error",
+    "sdk_base_path",
 ]
 
 DEFAULT_FAMILY = "default"
@@ -95,6 +96,12 @@ class WireFamily(Protocol):
         """The request-body limit for ``path`` when it differs from ``limits.json_body_bytes``."""
         ...
 
+    # Optional members, read with getattr, for the base URLs users get wrong with the family's SDK
+    # (``gateway.edge.wrong_paths``): ``sdk_base_path``, what its SDK's base URL holds after the
+    # gateway's address ("/v1" for the openai SDK, "" when the SDK adds its own version);
+    # ``sdk_prefixes``, the version segments the SDK adds itself; ``unprefixed_paths``, paths a
+    # client may call without ``sdk_base_path``, served as their prefixed forms.
+
 
 class FamilyRegistry:
     """Every registered family; built once per app from the ``gateway_families`` hook."""
@@ -103,6 +110,18 @@ class FamilyRegistry:
         self._by_name: dict[str, WireFamily] = {}
         for family in families:
             self._by_name[family.name] = family  # the last wins (gateway.hooks.manager's rule)
+        self._aliases = {path: sdk_base_path(family) + path for family in self._by_name.values()
+                         for path in getattr(family, "unprefixed_paths", ())}
+        versions = {v for family in self._by_name.values() for v in getattr(family, "sdk_prefixes", ())}
+        # Two version segments in a row: a base URL that held one, and the SDK that added one.
+        self.doubled_starts = tuple(sorted(f"{a}{b}/" for a in versions for b in versions))
+
+    def alias(self, path: str) -> str | None:
+        """The path an unprefixed one is served as (a family's ``unprefixed_paths``), else None."""
+        return self._aliases.get(path) if self._aliases else None
+
+    def sdk_base_paths(self) -> set[str]:
+        return {base for family in self._by_name.values() if (base := sdk_base_path(family))}
 
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
@@ -134,6 +153,11 @@ class FamilyRegistry:
         return limit if limit is not None else limits.json_body_bytes
 
 
+def sdk_base_path(family: WireFamily) -> str:
+    """What the family's SDK's base URL holds after the gateway's address (see ``WireFamily``)."""
+    return str(getattr(family, "sdk_base_path", ""))
+
+
 @dataclass(frozen=True, slots=True)
 class BearerFamily:
     """A ``WireFamily`` with a Bearer credential, no header rule and the default envelope: the
@@ -150,6 +174,10 @@ class BearerFamily:
     limit: Callable[[LimitsConfig], int] | None = None
     credential_hint: str = BEARER_HINT
     credential_places: tuple[CredentialPlace, ...] = (BEARER,)
+    # The optional members of ``WireFamily`` for the base URLs users get wrong.
+    sdk_base_path: str = ""
+    sdk_prefixes: tuple[str, ...] = ()
+    unprefixed_paths: frozenset[str] = frozenset()
 
     def owns_path(self, path: str) -> bool:
         for prefix in self.prefixes:

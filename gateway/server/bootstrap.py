@@ -133,9 +133,9 @@ def example_model(config: Config, text_protocols: Collection[str]) -> str | None
 def demo_banner(creds: DemoCredentials, base_url: str, model: str | None) -> str:
     """What ``gateway serve`` prints on first start (the only time the secrets can be shown); the
     example calls ``model`` (a chat call), or lists the models when the config has no text model."""
-    auth = f"-H 'Authorization: Bearer {creds.api_key}'"
-    example = [f"  curl {base_url}/v1/models {auth}"] if model is None else [
-        f"  curl {base_url}/v1/chat/completions {auth} \\",
+    listing = f"  curl {base_url}/v1/models -H 'Authorization: Bearer {creds.api_key}'"
+    example = [listing] if model is None else [
+        f"  curl {base_url}/v1/chat/completions -H 'Authorization: Bearer {creds.api_key}' \\",
         "    -H 'Content-Type: application/json' \\",
         f"    -d '{{\"model\": \"{model}\", "
         "\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'"]

@@ -45,7 +45,7 @@ async def test_openai_sdk_without_v1_is_served(gw: Any) -> None:
     with pytest.raises(openai.NotFoundError) as raised:  # a path not served without /v1: told why
         await client.audio.speech.create(model="sim-tts", voice="alloy", input="hi")
     assert raised.value.status_code == 404
-    assert f"use the base URL {gw.base_url}/v1" in str(raised.value.message)
+    assert f"Use the base URL {gw.base_url}/v1" in str(raised.value.message)
 
 
 async def test_anthropic_sdk_with_v1_is_told_the_base_url(gw: Any) -> None:
@@ -57,7 +57,7 @@ async def test_anthropic_sdk_with_v1_is_told_the_base_url(gw: Any) -> None:
     assert body["error"]["type"] == "not_found_error" and body["error"]["code"] == "not_found"
     message = body["error"]["message"]
     assert "POST /v1/v1/messages starts with /v1/v1" in message
-    assert "already ends with /v1" in message and f"use the base URL {gw.base_url}." in message
+    assert "already ends with /v1" in message and f"Use the base URL {gw.base_url}." in message
     good = anthropic.AsyncAnthropic(base_url=gw.base_url, api_key=gw.key, max_retries=0)
     reply = await good.messages.create(model="sim-claude", max_tokens=16, messages=HELLO)  # type: ignore[arg-type]
     assert reply.content
@@ -75,7 +75,7 @@ async def test_genai_sdk_with_a_version_in_the_base_url_is_told_the_base_url(
         await client.aio.models.generate_content(model="sim-gemini", contents="Hello")
     assert raised.value.code == 404 and raised.value.status == "NOT_FOUND"  # the v1beta envelope
     message = str(raised.value.message)
-    assert f"starts with {doubled}" in message and f"use the base URL {gw.base_url}." in message
+    assert f"starts with {doubled}" in message and f"Use the base URL {gw.base_url}." in message
     good = genai.Client(api_key=gw.key, http_options=types.HttpOptions(base_url=gw.base_url,
                                                                        api_version=api_version))
     assert (await good.aio.models.generate_content(model="sim-gemini", contents="Hello")).text

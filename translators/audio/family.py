@@ -19,4 +19,5 @@ def _upload_limit(limits: LimitsConfig) -> int:
     return limits.transcription_bytes + MULTIPART_SLACK
 
 
-WIRE_FAMILY = BearerFamily(FAMILY, prefixes=(PREFIX,), limited_paths=UPLOAD_PATHS, limit=_upload_limit)
+WIRE_FAMILY = BearerFamily(FAMILY, prefixes=(PREFIX,), limited_paths=UPLOAD_PATHS, limit=_upload_limit,
+                           sdk_base_path="/v1")  # the openai SDK's

@@ -25,4 +25,7 @@ class ChatFamily(BearerFamily):
         return super().owns_path(path) and _MODEL_METHOD.match(path) is None
 
 
-WIRE_FAMILY = ChatFamily("chat", prefixes=(_MODELS,))
+# The openai SDK's base URL ends with /v1; given the gateway's address alone it calls these, which
+# are served as their /v1 forms (CONTRACT 6c).
+_UNPREFIXED = frozenset({"/chat/completions", "/completions", "/embeddings", "/models"})
+WIRE_FAMILY = ChatFamily("chat", prefixes=(_MODELS,), sdk_base_path="/v1", unprefixed_paths=_UNPREFIXED)

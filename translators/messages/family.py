@@ -31,6 +31,9 @@ class MessagesFamily:
     name = "messages"
     credential_hint = f"the {KEY_HEADER} header"
     credential_places = (CredentialPlace("header", KEY_HEADER), BEARER)  # as ``credential`` reads them
+    # The anthropic SDK adds /v1 itself: its base URL is the gateway's address (CONTRACT 6c).
+    sdk_base_path = ""
+    sdk_prefixes = ("/v1",)
 
     def owns_path(self, path: str) -> bool:
         return path.startswith(PATH_PREFIX)

@@ -8,4 +8,6 @@ from gateway.api import BearerFamily
 
 PREFIX = "/v1/responses"
 
-WIRE_FAMILY = BearerFamily("responses", prefixes=(PREFIX,))
+# The openai SDK's: its base URL ends with /v1, and /responses without it is served (CONTRACT 6c).
+WIRE_FAMILY = BearerFamily("responses", prefixes=(PREFIX,), sdk_base_path="/v1",
+                           unprefixed_paths=frozenset({"/responses"}))

@@ -37,6 +37,9 @@ def render(status: int, code: str, message: str) -> bytes:
 
 class V1betaFamily:
     name = "v1beta"
+    # google-genai adds its api_version (v1beta, or v1) itself: its base URL is the gateway's address.
+    sdk_base_path = ""
+    sdk_prefixes = ("/v1beta", "/v1")
     credential_hint = f"the {KEY_HEADERS[0]} header"
     # As ``credential`` reads them.
     credential_places = (*(CredentialPlace("header", h) for h in KEY_HEADERS),

@@ -8,4 +8,4 @@ from gateway.api import BearerFamily
 
 PREFIX = "/v1/videos"
 
-WIRE_FAMILY = BearerFamily("videos", prefixes=(PREFIX,))
+WIRE_FAMILY = BearerFamily("videos", prefixes=(PREFIX,), sdk_base_path="/v1")  # the openai SDK's
