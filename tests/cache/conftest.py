@@ -34,28 +34,61 @@ IN_NANO, OUT_NANO = 1_000, 2_000
 
 def cache_models() -> list[dict[str, Any]]:
     """A model per protocol at ``PRICE``, and one whose streams the upstream cuts."""
-    return [{"id": "c-chat", "price": PRICE}, {"id": "c-messages", "price": PRICE},
-            {"id": "c-v1beta", "price": PRICE}, {"id": "c-cut", "price": PRICE},
-            {"id": "c-down", "price": PRICE}]
+    return [
+        {"id": "c-chat", "price": PRICE},
+        {"id": "c-messages", "price": PRICE},
+        {"id": "c-v1beta", "price": PRICE},
+        {"id": "c-cut", "price": PRICE},
+        {"id": "c-down", "price": PRICE},
+    ]
 
 
 def cache_upstreams(base_url: str) -> list[dict[str, Any]]:
     return [
-        {"name": "cache-chat", "protocol": "chat", "base_url": base_url, "api_key": "sk-sim",
-         "models": {"c-chat": "sim-chat", "c-cut": "sim-cut3"}},
-        {"name": "cache-messages", "protocol": "messages", "base_url": base_url, "api_key": "sk-sim",
-         "models": {"c-messages": "sim-claude"}},
-        {"name": "cache-v1beta", "protocol": "v1beta", "base_url": base_url, "api_key": "sk-sim",
-         "models": {"c-v1beta": "sim-gemini"}},
-        {"name": "cache-down", "protocol": "chat", "base_url": base_url, "api_key": "sk-sim-fail503",
-         "models": {"c-down": "sim-chat"}},
+        {
+            "name": "cache-chat",
+            "protocol": "chat",
+            "base_url": base_url,
+            "api_key": "sk-sim",
+            "models": {"c-chat": "sim-chat", "c-cut": "sim-cut3"},
+        },
+        {
+            "name": "cache-messages",
+            "protocol": "messages",
+            "base_url": base_url,
+            "api_key": "sk-sim",
+            "models": {"c-messages": "sim-claude"},
+        },
+        {
+            "name": "cache-v1beta",
+            "protocol": "v1beta",
+            "base_url": base_url,
+            "api_key": "sk-sim",
+            "models": {"c-v1beta": "sim-gemini"},
+        },
+        {
+            "name": "cache-down",
+            "protocol": "chat",
+            "base_url": base_url,
+            "api_key": "sk-sim-fail503",
+            "models": {"c-down": "sim-chat"},
+        },
     ]
 
 
-def cache_config(make_config: MakeConfig, base_url: str, **cache: Any) -> Any:
+def cache_config(
+    make_config: MakeConfig, base_url: str, top: dict[str, Any] | None = None, **cache: Any
+) -> Any:
+    """The test config with the cache on (``cache``: its settings over these; ``top``: other
+    top-level keys)."""
     settings = {"enabled": True, "ttl_s": 60, "hit_price_ratio": 0.0, **cache}
-    return make_config(extra_models=cache_models(), extra_upstreams=cache_upstreams(base_url),
-                       routing={"max_attempts": 1, "cooldown_s": 0.001}, cache=settings)
+    return make_config(
+        extra_models=cache_models(),
+        extra_upstreams=cache_upstreams(base_url),
+        routing={"max_attempts": 1, "cooldown_s": 0.001},
+        cache=settings,
+        **(top or {}),
+    )
 
 
 @pytest_asyncio.fixture
@@ -102,7 +135,9 @@ def anthropic_client(gw: GatewayHandle, key: str) -> anthropic.AsyncAnthropic:
 
 @asynccontextmanager
 async def genai_client(gw: GatewayHandle, key: str) -> AsyncIterator[genai.Client]:
-    client = genai.Client(api_key=key, http_options=types.HttpOptions(base_url=gw.base_url, api_version="v1beta"))
+    client = genai.Client(
+        api_key=key, http_options=types.HttpOptions(base_url=gw.base_url, api_version="v1beta")
+    )
     try:
         yield client
     finally:
@@ -116,7 +151,9 @@ def query(gw: GatewayHandle, sql: str, params: tuple[Any, ...] = ()) -> list[dic
         return [dict(row) for row in db.execute(sql, params)]
 
 
-async def log_rows(gw: GatewayHandle, user_id: int, count: int, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+async def log_rows(
+    gw: GatewayHandle, user_id: int, count: int, timeout_s: float = 5.0
+) -> list[dict[str, Any]]:
     """The request-log rows of ``user_id``, once at least ``count`` are written."""
     deadline = time.monotonic() + timeout_s
     while True:

@@ -37,19 +37,23 @@ async def _chat(client: Any, model: str, prompt: str, stream: bool) -> tuple[str
         assert reply.model == model
         return raw.headers["x-gateway-cache"], reply.choices[0].message.content, reply.usage.completion_tokens
     raw = await client.chat.completions.with_raw_response.create(
-        model=model, messages=ask, stream=True, stream_options={"include_usage": True})
+        model=model, messages=ask, stream=True, stream_options={"include_usage": True}
+    )
     chunks = [chunk async for chunk in raw.parse()]
     assert {chunk.model for chunk in chunks} == {model}
     assert chunks[-1].usage is not None
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
+        "stop"
+    ]
     return raw.headers["x-gateway-cache"], text, chunks[-1].usage.completion_tokens
 
 
 @pytest.mark.parametrize("model", ["c-chat", "c-messages"])  # same format; translated to messages
 @pytest.mark.parametrize("first_streamed", [False, True])
-async def test_chat_sdk_miss_then_hit(cache_gw: GatewayHandle, simulator: Any, model: str,
-                                      first_streamed: bool) -> None:
+async def test_chat_sdk_miss_then_hit(
+    cache_gw: GatewayHandle, simulator: Any, model: str, first_streamed: bool
+) -> None:
     user, key = await new_key(cache_gw)
     client = openai_client(cache_gw, key)
     prompt = nonce()
@@ -61,7 +65,10 @@ async def test_chat_sdk_miss_then_hit(cache_gw: GatewayHandle, simulator: Any, m
     assert await upstream_calls(simulator.base_url, prompt) == 1
     rows = await log_rows(cache_gw, user["id"], 3)
     assert [(r["outcome"], r["upstream"]) for r in rows] == [
-        ("success", f"cache-{model.removeprefix('c-')}"), ("cache_hit", None), ("cache_hit", None)]
+        ("success", f"cache-{model.removeprefix('c-')}"),
+        ("cache_hit", None),
+        ("cache_hit", None),
+    ]
     assert [bool(r["is_stream"]) for r in rows] == [first_streamed, first_streamed, not first_streamed]
     assert all(r["completion_tokens"] == 6 for r in rows)
     await books_balance(cache_gw)
@@ -81,15 +88,18 @@ async def test_completions_sdk_miss_then_hit(cache_gw: GatewayHandle, simulator:
 
 
 @pytest.mark.parametrize("first_streamed", [False, True])
-async def test_messages_sdk_miss_then_hit(cache_gw: GatewayHandle, simulator: Any, first_streamed: bool) -> None:
+async def test_messages_sdk_miss_then_hit(
+    cache_gw: GatewayHandle, simulator: Any, first_streamed: bool
+) -> None:
     user, key = await new_key(cache_gw)
     client = anthropic_client(cache_gw, key)
     prompt = nonce()
 
     async def ask(stream: bool) -> tuple[str, str, int]:
         messages = [{"role": "user", "content": prompt}]
-        raw = await client.messages.with_raw_response.create(model="c-messages", max_tokens=64,
-                                                              messages=messages, stream=stream)
+        raw = await client.messages.with_raw_response.create(
+            model="c-messages", max_tokens=64, messages=messages, stream=stream
+        )
         if not stream:
             reply = await raw.parse()
             assert reply.model == "c-messages" and reply.stop_reason == "end_turn"
@@ -125,14 +135,21 @@ async def test_genai_sdk_miss_then_hit(cache_gw: GatewayHandle, simulator: Any, 
                 headers = reply.sdk_http_response.headers or {}
                 tokens = reply.usage_metadata.candidates_token_count if reply.usage_metadata else None
                 return headers.get("x-gateway-cache"), reply.text or "", tokens
-            chunks = [c async for c in await client.aio.models.generate_content_stream(model="c-v1beta",
-                                                                                        contents=prompt)]
+            chunks = [
+                c
+                async for c in await client.aio.models.generate_content_stream(
+                    model="c-v1beta", contents=prompt
+                )
+            ]
             assert chunks and {c.model_version for c in chunks} == {"c-v1beta"}
             first = chunks[0].sdk_http_response
             headers = (first.headers if first is not None else None) or {}
             last = chunks[-1].usage_metadata
-            return (headers.get("x-gateway-cache"), "".join(c.text or "" for c in chunks),
-                    last.candidates_token_count if last else None)
+            return (
+                headers.get("x-gateway-cache"),
+                "".join(c.text or "" for c in chunks),
+                last.candidates_token_count if last else None,
+            )
 
         header, text, tokens = await ask(first_streamed)
         assert header == "miss" and text and tokens == 6
