@@ -17,6 +17,7 @@ from gateway.admin.api import AdminOps, KeyCreate, UserCreate
 from gateway.edge.http import new_request_id
 from gateway.runtime.secrets_scrub import redact_url
 from gateway.settings.config import Config, simulator_url
+from gateway.settings.model_ids import is_pattern
 from gateway.storage import open_storage
 from gateway.storage.base import Storage
 from gateway.storage.urls import SQLITE_PREFIX
@@ -127,7 +128,8 @@ def example_model(config: Config, text_protocols: Collection[str]) -> str | None
     """The first model of the catalogue that an upstream speaking one of ``text_protocols`` (those
     whose adapter generates text) serves: what the banner's example call asks for."""
     served = {public for up in config.upstreams if up.protocol in text_protocols for public in up.model_map()}
-    return next((m.id for m in config.models if m.id in served), None)
+    # A wildcard pattern (``vendor/*``) is no id a call can name.
+    return next((m.id for m in config.models if m.id in served and not is_pattern(m.id)), None)
 
 
 def demo_banner(creds: DemoCredentials, base_url: str, model: str | None) -> str:
