@@ -22,6 +22,7 @@ from gateway.runtime.optional_deps import missing_extra_errors
 from gateway.settings.checks import protocol_errors, semantic_errors
 from gateway.settings.decode import join as _join
 from gateway.settings.decode import read_yaml, value_errors
+from gateway.settings.routes_check import in_catalogue
 from gateway.settings.schema import (
     BillingConfig,
     BootstrapConfig,
@@ -210,8 +211,10 @@ def load_serving_config(path: str | Path, protocols: Collection[str] | None = No
 
 
 def serves_a_model(config: Config) -> bool:
-    """True when some model of the catalogue has an upstream."""
-    return any(public in config.models_by_id for up in config.upstreams for public in up.model_map())
+    """True when some model of the catalogue has an upstream (an id it lists may be priced by a
+    pattern entry: ``vendor/*``)."""
+    catalogue = config.models_by_id
+    return any(in_catalogue(catalogue, public) for up in config.upstreams for public in up.model_map())
 
 
 def _read_text(path: str | Path) -> str:
