@@ -39,9 +39,11 @@ log = logging.getLogger("gateway.server.serve")
 # Top-level keys read once when the process starts.
 RESTART_KEYS = ("listen", "database", "redis", "simulator", "admin_key", "metering", "logging", "logs",
                 "trusted_proxies", "shutdown_grace_s")
-# Limits built into the server or the upstream client's connection pool at start.
+# Limits built at start into the server, the request-body middleware and the upstream client's
+# session; the others (a stream's event and element bounds, an answer body's) apply to new calls.
 RESTART_LIMITS = ("header_timeout_s", "request_head_bytes", "upstream_header_bytes", "upstream_header_count",
-                  "upstream_connections_per_host", "json_body_bytes", "json_max_elements")
+                  "upstream_connections_per_host", "json_body_bytes", "json_max_elements",
+                  "transcription_bytes", "video_submit_bytes", "body_idle_timeout_s", "body_total_timeout_s")
 # The Reloader's slot in ``Gateway.extensions``: the gateway knows nothing of reloads, which
 # rebuild parts of it (this module imports the Gateway).
 EXTENSION = "gateway.runtime.reload"

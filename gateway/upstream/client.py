@@ -244,14 +244,16 @@ class UpstreamClient:
     """The pooled session and the one way a call is sent (``request``)."""
 
     def __init__(self, limits: LimitsConfig) -> None:
-        self._limits = limits
+        # Read per call (a whole answer's bound); the head bounds and connections per host are the
+        # session's, made once at start.
+        self.limits = limits
         self._session: aiohttp.ClientSession | None = None
         self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(limit=0, limit_per_host=self._limits.upstream_connections_per_host,
+        connector = aiohttp.TCPConnector(limit=0, limit_per_host=self.limits.upstream_connections_per_host,
                                          keepalive_timeout=KEEPALIVE_S, ttl_dns_cache=10)
-        limits = self._limits
+        limits = self.limits
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=aiohttp.ClientTimeout(total=None),
             # Only what an upstream needs: the gateway sends its own User-Agent with each call.
@@ -308,4 +310,4 @@ class UpstreamClient:
                                                  timeout=self.timeout(timeouts))
             finally:
                 waiting = False
-        return UpstreamAnswer(response, timeouts.idle_s, self._limits.upstream_body_bytes, ends_at)
+        return UpstreamAnswer(response, timeouts.idle_s, self.limits.upstream_body_bytes, ends_at)

@@ -111,6 +111,7 @@ class UpstreamPool:
         self._targets = self._routing(config)
         self._config = config
         self._destinations = {}
+        self.http.limits = config.limits
 
     async def start(self) -> None:
         await self.http.start()
