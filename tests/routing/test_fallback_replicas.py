@@ -1,7 +1,8 @@
 """Fallbacks across two replicas on one PostgreSQL database and one Redis (issue 36 point 1's money
 rules): 50 concurrent calls, split over both replicas and half of them streams, on a model whose
 upstream always fails, each served by its fallback under a key ceiling. Every call served names
-the fallback and is charged at its prices; the key never spends past its ceiling; the books
+the fallback and is charged at its prices; one whose fallback hold the ceiling cannot cover while
+the others are held skips it (502, nothing charged); the key never spends past its ceiling; the books
 balance (no hold left, the audit clean, the key's spending equals the sum of the request log).
 
 Each run gets a PostgreSQL database of its own, dropped afterwards; Redis db 14 carries only the
@@ -96,7 +97,9 @@ async def test_fifty_fallbacks_over_two_replicas_keep_the_books(
 
     statuses = Counter(status for status, _, _ in ended)
     assert set(statuses) <= {200, 403, 429, 502}, statuses
-    assert statuses[200] >= CALLS // 2, statuses
+    # How many are served depends on how the calls overlap: a fallback's hold (about $0.002 each)
+    # that the ceiling cannot cover while the others are held skips it, and the call is a 502.
+    assert statuses[200] >= 1, statuses
     for status, fallback, body in ended:
         if status == 200:
             assert fallback == "backup-chat"
@@ -109,6 +112,9 @@ async def test_fifty_fallbacks_over_two_replicas_keep_the_books(
     for row in served:
         assert row.model == "backup-chat"
         assert row.charge_nano == row.prompt_tokens * IN_DEAR + row.completion_tokens * OUT_DEAR
+    for row in logs:
+        if row.status != 200:
+            assert (row.model, row.status, row.charge_nano) == ("primary-chat", 502, 0)
     stored_key = await storage.get_key(key["id"])
     stored_user = await storage.get_user(user["id"])
     assert stored_key is not None and stored_user is not None
