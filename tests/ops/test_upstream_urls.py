@@ -162,6 +162,11 @@ EXPECTED: dict[str, list[tuple[str, str, str, dict[str, str]]]] = {
     "replicas-postgres-redis.yaml": [
         ("gpt-4o-mini", "chat", "/v1/chat/completions", {"authorization": "Bearer secret-openai_api_key"}),
     ],
+    "wildcards-fallbacks.yaml": [
+        ("gpt-4o-mini", "chat", "/v1/chat/completions", {"authorization": "Bearer secret-openai_api_key"}),
+        ("openrouter/meta-llama/llama-3.3-70b-instruct", "chat", "/api/v1/chat/completions",
+         {"authorization": "Bearer secret-openrouter_api_key"}),
+    ],
 }
 
 
