@@ -65,6 +65,7 @@ class KeyCreate(msgspec.Struct, forbid_unknown_fields=True):
     soft_limit_usd: Usd | None = None
     budget_usd: Usd | None = None  # per budget_period (gateway.admin.budgets)
     budget_period: BudgetPeriod | None = None
+    cache: bool = False  # the response cache serves this key even when cache.enabled is off
 
 
 class KeyPatch(msgspec.Struct, forbid_unknown_fields=True):
@@ -82,6 +83,7 @@ class KeyPatch(msgspec.Struct, forbid_unknown_fields=True):
     soft_limit_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET
     budget_usd: Usd | msgspec.UnsetType | None = msgspec.UNSET
     budget_period: BudgetPeriod | msgspec.UnsetType | None = msgspec.UNSET
+    cache: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 def optional_nano(usd: float | msgspec.UnsetType | None) -> int | msgspec.UnsetType | None:
@@ -114,7 +116,7 @@ def key_json(key: KeyRecord, full_key: str | None = None) -> dict[str, Any]:
             "spent_usd": nano_to_usd(key.spent_nano), "models": key.models,
             "allow_ips": key.allow_ips, "expires_at": key.expires_at, "created_at": key.created_at,
             "rpm": key.rpm, "tpm": key.tpm, "soft_limit_usd": _usd_or_none(key.soft_limit_nano),
-            **budget_json(key)}
+            "cache": key.cache_responses, **budget_json(key)}
 
 
 class AdminOps:
@@ -184,7 +186,7 @@ class AdminOps:
             models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at, rpm=body.rpm,
             tpm=body.tpm,
             soft_limit_nano=None if body.soft_limit_usd is None else usd_to_nano(body.soft_limit_usd),
-            **budget)
+            cache_responses=body.cache, **budget)
         key = await self.storage.create_key(record)
         await self.changed()
         return key_json(key, full_key=secret)
@@ -214,7 +216,7 @@ class AdminOps:
         changes = KeyChanges(name=body.name, enabled=body.enabled, quota_nano=quota,
                              models=body.models, allow_ips=body.allow_ips, expires_at=body.expires_at,
                              rpm=body.rpm, tpm=body.tpm, soft_limit_nano=optional_nano(body.soft_limit_usd),
-                             **budget)
+                             cache_responses=body.cache, **budget)
         key = await self.storage.update_key(key_id, changes)
         if key is None:
             raise NotFound(f"No key with id {key_id}.")

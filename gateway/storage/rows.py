@@ -159,6 +159,7 @@ class KeyChanges(msgspec.Struct, omit_defaults=True):
     soft_limit_nano: int | msgspec.UnsetType | None = msgspec.UNSET
     budget_nano: int | msgspec.UnsetType | None = msgspec.UNSET
     budget_period: str | msgspec.UnsetType | None = msgspec.UNSET
+    cache_responses: bool | msgspec.UnsetType = msgspec.UNSET
 
 
 class UserChanges(msgspec.Struct, omit_defaults=True):

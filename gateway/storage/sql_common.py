@@ -55,7 +55,8 @@ _USER_COLUMNS = ("id, name, user_group, balance_nano, used_nano, request_count, 
                  f"soft_limit_nano, reserved_nano, {BUDGET_COLUMNS}")
 _LIVE = "deleted_at IS NULL"  # a deleted user keeps its row (ledger, logs) but is gone otherwise
 _KEY_COLUMNS = ("id, user_id, name, key_hash, masked, enabled, quota_nano, spent_nano, reserved_nano, "
-                f"models, allow_ips, expires_at, created_at, rpm, tpm, soft_limit_nano, {BUDGET_COLUMNS}")
+                f"models, allow_ips, expires_at, created_at, rpm, tpm, soft_limit_nano, cache_responses, "
+                f"{BUDGET_COLUMNS}")
 _KEY_EDITABLE = frozenset(KeyChanges.__struct_fields__)
 # A durable hold (a media task's) has no process to outlive: its task closes it.
 _ORPHANED = ("created_at < {now} - ? AND instance <> '" + DURABLE_HOLDER + "' AND NOT EXISTS ("
@@ -92,7 +93,8 @@ def _key(row: Row) -> KeyRecord:
                      spent_nano=row["spent_nano"], reserved_nano=row["reserved_nano"],
                      models=_json_list(row["models"]), allow_ips=_json_list(row["allow_ips"]),
                      expires_at=row["expires_at"], created_at=row["created_at"], rpm=row["rpm"],
-                     tpm=row["tpm"], soft_limit_nano=row["soft_limit_nano"], **budget_fields(row))
+                     tpm=row["tpm"], soft_limit_nano=row["soft_limit_nano"],
+                     cache_responses=bool(row["cache_responses"]), **budget_fields(row))
 
 
 AUTH_VERSION_SQL = "SELECT value FROM meta WHERE name = 'auth_version'"
@@ -209,13 +211,13 @@ class SqlStorage(SqlDocuments, SqlIdempotency, SqlResponseCache, SqlTaskStore, S
         async def fn(tx: Tx) -> KeyRecord:
             rows = await tx.fetchall(
                 "INSERT INTO api_keys (user_id, name, key_hash, masked, enabled, quota_nano, models, "
-                "allow_ips, expires_at, created_at, rpm, tpm, soft_limit_nano, budget_nano, budget_period) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "allow_ips, expires_at, created_at, rpm, tpm, soft_limit_nano, budget_nano, budget_period, "
+                "cache_responses) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 f"RETURNING {_KEY_COLUMNS}",
                 (key.user_id, key.name, key.key_hash, key.masked, key.enabled, key.quota_nano,
                  _dump_list(key.models), _dump_list(key.allow_ips), key.expires_at,
                  key.created_at or int(time.time()), key.rpm, key.tpm, key.soft_limit_nano,
-                 key.budget_nano, key.budget_period))
+                 key.budget_nano, key.budget_period, key.cache_responses))
             await self._bump(tx)
             return _key(rows[0])
 

@@ -55,7 +55,8 @@ async def test_keys(gw: Any) -> None:
     assert created | {"id": 0, "key": "", "masked": "", "created_at": 0} == {
         "id": 0, "user_id": user_id, "name": "ci", "key": "", "masked": "", "enabled": True,
         "quota_usd": 5.0, "spent_usd": 0.0, "models": ["sim-chat"], "allow_ips": ["10.0.0.0/8"],
-        "expires_at": 2_000_000_000, "created_at": 0, "rpm": None, "tpm": None, "soft_limit_usd": None}
+        "expires_at": 2_000_000_000, "created_at": 0, "rpm": None, "tpm": None, "soft_limit_usd": None,
+        "budget_usd": None, "budget_period": None, "budget_spent_usd": None, "cache": False}
 
     listed = await gw.admin("GET", f"/admin/keys?user_id={user_id}")
     assert listed.status == 200
