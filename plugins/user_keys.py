@@ -29,7 +29,7 @@ from gateway.api import (
     json_response,
     read_json_body,
 )
-from gateway.api.accounts import AdminOps, KeyCreate, KeyPatch, UserRecord, idempotent, user_caller
+from gateway.api.accounts import AdminOps, KeyCreate, KeyPatch, UserRecord, idempotent, listed, user_caller
 from gateway.api.accounts import path_id as _path_id
 
 
@@ -46,7 +46,7 @@ def check_rights(gw: Gateway, user: UserRecord, models: list[str] | None) -> Non
     if allowed is None:
         return
     for i, model_id in enumerate(models or ()):
-        if model_id not in allowed:
+        if not listed(allowed, model_id):  # the group's list may hold patterns (``vendor/*``)
             raise PermissionDenied(f"Invalid value for `models[{i}]`: your group may not use {model_id!r}.",
                                    param=f"models[{i}]")
 

@@ -12,6 +12,7 @@ from gateway.admin.api import _path_id as path_id
 from gateway.admin.budgets import budget_json
 from gateway.admin.idempotency import idempotent, user_caller
 from gateway.admin.ops import log_filter, log_json, paging
+from gateway.settings.model_ids import listed
 from gateway.storage.base import Storage
 from gateway.storage.rows import DailyCost, Document, LogFilter, SoftLimitCrossing
 
@@ -34,6 +35,7 @@ __all__ = [
     "UserRecord",
     "budget_json",
     "idempotent",
+    "listed",
     "log_filter",
     "log_json",
     "nano_to_usd",

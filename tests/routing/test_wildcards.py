@@ -14,11 +14,11 @@ import pytest
 
 from gateway.settings.config import ConfigError, parse_config
 
-from .conftest import Acct, new_acct
+from .conftest import Acct, new_acct, routing_config
 from .helpers import anthropic_client, books_balance, cost, genai_client, log_rows, openai_client
 
 if TYPE_CHECKING:  # the root conftest is not importable as a module under pytest's import mode
-    from tests.conftest import GatewayHandle
+    from tests.conftest import GatewayHandle, MakeConfig, StartGateway
 
 pytestmark = pytest.mark.filterwarnings("ignore:Inheritance class:DeprecationWarning")  # google-genai
 
@@ -204,3 +204,33 @@ def test_check_config_accepts_patterns_and_cycles() -> None:
         )
     )
     assert [m.id for m in config.models] == ["v/*", "v/deep/*", "a", "v/x"]
+
+
+async def test_a_groups_patterns_bound_its_users_own_keys(
+    gateway_server: StartGateway, make_config: MakeConfig, simulator: Any
+) -> None:
+    """A group limited to vendor/*: its users may make keys for ids and narrower patterns under
+    it (users' own keys API), call them, and nothing else."""
+    groups = {"default": {"ratio": 1.0}, "partners": {"models": ["vendor/*"]}}
+    gw = await gateway_server(routing_config(make_config, simulator.base_url, groups=groups))
+    user = await gw.create_user(quota_usd=10, group="partners")
+    token = {"Authorization": f"Bearer {user['user_token']}"}
+    made = await gw.request(
+        "POST",
+        "/api/keys",
+        json={"name": "mine", "models": ["vendor/sim-chat", "vendor/deep/*"]},
+        headers=token,
+    )
+    assert made.status in (200, 201), made.text
+    refused = await gw.request(
+        "POST", "/api/keys", json={"name": "more", "models": ["backup-chat"]}, headers=token
+    )
+    assert refused.status == 403 and "models[0]" in refused.text
+    data = made.json()
+    key = (data.get("data") or data)["key"]
+    client = openai_client(gw, key)
+    assert (
+        await client.chat.completions.create(model="vendor/deep/chat", messages=ASK)
+    ).model == "vendor/deep/chat"
+    with pytest.raises(openai.PermissionDeniedError):
+        await client.chat.completions.create(model="vendor/other", messages=ASK)
