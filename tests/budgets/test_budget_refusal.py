@@ -104,6 +104,7 @@ async def test_the_period_ends_on_time_by_the_clock_alone(flat_gw: GatewayHandle
         with pytest.raises(openai.RateLimitError) as refused:
             await flat_call(client)
         assert refused.value.response.headers["retry-after"] == "1"  # rounded up, at least 1
+        await gw.gateway.meter.flush()  # both settled before midnight (a later one counts after it)
         budget_clock.now += 1.0  # the next day: nothing ran at midnight
         await flat_call(client)
         shown = await shown_key(gw, key["id"])
