@@ -243,3 +243,14 @@ async def test_fifty_concurrent_fallbacks_settle_exactly(routing_gw: GatewayHand
     await books_balance(routing_gw)
     user = await routing_gw.gateway.storage.get_user(acct.user["id"])
     assert user is not None and user.balance_nano == 100_000_000_000 - sum(r["charge_nano"] for r in rows)
+
+
+async def test_legacy_completions_fall_back(routing_gw: GatewayHandle, acct: Acct) -> None:
+    client = openai_client(routing_gw, acct.key)
+    raw = await client.completions.with_raw_response.create(model="primary-chat", prompt="hello sim:tokens=8")
+    assert raw.headers["x-gateway-fallback"] == "backup-chat"
+    assert raw.parse().model == "backup-chat"
+    stream = await client.completions.create(model="primary-chat", prompt="hello sim:tokens=8", stream=True)
+    assert {chunk.model async for chunk in stream} == {"backup-chat"}
+    _served_by_backup(await log_rows(routing_gw, 2), "chat")
+    await books_balance(routing_gw)
