@@ -59,13 +59,15 @@ class ResponseCache:
         return self._gateway.config.cache.enabled or principal.key.cache_responses
 
     async def lookup(self, request: Request, principal: Principal, call: ClientCall,
-                     family: str) -> CacheLookup:
+                     family: str) -> CacheLookup | None:
         settings = self._gateway.config.cache
         asked = directives(call.headers.get("cache-control"))
         user_id = principal.user.id
         # A large body is put in canonical form off the event loop, as the relay decodes one.
         key = await off_loop(request, len(call.body), lambda: entry_key(user_id, call.view.model, family,
                                                                           call.body))
+        if key is None:
+            return None
         lookup = CacheLookup(key=key, store=asked.keep_answer, hit_price_ratio=settings.hit_price_ratio,
                              entry_bytes=min(settings.entry_bytes, settings.max_bytes))
         if not asked.answer_from_cache:

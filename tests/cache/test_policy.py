@@ -151,3 +151,18 @@ async def test_an_answer_over_entry_bytes_is_served_not_kept(
     await kept(gw)
     assert (await _ask(client, prompt))[0] == "miss"
     assert cache(gw).skipped == 2 and cache(gw).kept == 0
+
+
+async def test_a_request_for_logprobs_is_not_served_by_the_cache(
+    cache_gw: GatewayHandle, simulator: Any
+) -> None:
+    """The kept answer is canonical, which holds no log-probabilities: such calls always go upstream."""
+    _, key = await new_key(cache_gw)
+    client, prompt = openai_client(cache_gw, key), nonce()
+    for _ in range(2):
+        raw = await client.chat.completions.with_raw_response.create(
+            model="c-chat", messages=[{"role": "user", "content": prompt}], logprobs=True
+        )
+        assert "x-gateway-cache" not in raw.headers
+        await kept(cache_gw)
+    assert await upstream_calls(simulator.base_url, prompt) == 2
