@@ -120,6 +120,12 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
         await gateway.stop()
 
 
+def _session() -> aiohttp.ClientSession:
+    """No keep-alive: the CLI blocks take seconds, and the server closes a connection idle for
+    limits.header_timeout_s, which a reused one would meet as a disconnect."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True))
+
+
 async def _admin(http: aiohttp.ClientSession, gateway: Running, method: str, path: str,
                  body: dict[str, Any] | None = None) -> Any:
     async with http.request(method, gateway.url + path, json=body,
@@ -138,7 +144,7 @@ async def _chat(http: aiohttp.ClientSession, gateway: Running, key: str) -> int:
 
 async def test_check_logs_observe_backup_restore_and_key_rotation_on_sqlite(running: Running) -> None:
     assert "OK" in run_block("check", running.env(), running.tmp)
-    async with aiohttp.ClientSession() as http:
+    async with _session() as http:
         alice = await _admin(http, running, "POST", "/admin/users", {"name": "alice", "quota_usd": 5})
         key = await _admin(http, running, "POST", "/admin/keys", {"user_id": alice["id"]})
         assert await _chat(http, running, key["key"]) == 200
@@ -154,7 +160,7 @@ async def test_check_logs_observe_backup_restore_and_key_rotation_on_sqlite(runn
     await running.stop()
     run_block("sqlite-restore", running.env(), running.tmp)  # with the gateway stopped
     await running.start()
-    async with aiohttp.ClientSession() as http:
+    async with _session() as http:
         names = {u["name"] for u in (await _admin(http, running, "GET", "/admin/users"))["data"]}
         assert "alice" in names and "bob-after-the-backup" not in names
         assert await _chat(http, running, key["key"]) == 200  # the restored key still works
