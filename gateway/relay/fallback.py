@@ -81,9 +81,12 @@ async def _hold_for(ctx: CallContext, model: ModelConfig) -> bool:
         # A hold of its own name: the held one is still open until it is released just below.
         hold = await meter.reserve(f"{ctx.request_id}~{model.id}", ctx.principal, need, from_lease=True,
                                    arrived=ctx.arrived)
-    except InsufficientQuota:
+    except InsufficientQuota:  # a budget's refusal too: this fallback is skipped
         ctx.model = previous
         return False
+    except BaseException:  # the key disabled meanwhile, the database down: the call fails as asked
+        ctx.model = previous
+        raise
     ctx.reservation = hold
     meter.release(held)
     return True
