@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from gateway.runtime.secrets_scrub import redact_url
-from gateway.settings.model_ids import pattern_problem
+from gateway.settings.model_ids import is_pattern, pattern_problem
 from gateway.settings.routes_check import fallback_errors, in_catalogue, upstream_model_errors
 from gateway.settings.schema import Config, UpstreamConfig
 
@@ -118,6 +118,11 @@ def protocol_errors(config: Config, known: Collection[str]) -> list[str]:
             errors.append(f"upstreams[{i}].protocol: unknown protocol {up.protocol!r} (known: {listed})")
         elif isinstance(known, Mapping):
             errors += _style_errors(f"upstreams[{i}]", up, known[up.protocol])
+            capabilities: frozenset[str] = getattr(known[up.protocol], "capabilities", frozenset())
+            patterns = [public for public in up.model_map() if is_pattern(public)]
+            if patterns and not capabilities & {"generate", "embed"}:  # a task is priced by a model id
+                errors.append(f"upstreams[{i}].models: {patterns[0]!r}: wildcard routes serve text models "
+                              f"only, not protocol {up.protocol!r}")
     return errors
 
 

@@ -12,6 +12,7 @@ import openai
 import orjson
 import pytest
 
+from gateway.hooks.manager import collect_adapters, make_plugin_manager
 from gateway.settings.config import ConfigError, parse_config
 
 from .conftest import Acct, new_acct, routing_config
@@ -234,3 +235,19 @@ async def test_a_groups_patterns_bound_its_users_own_keys(
     ).model == "vendor/deep/chat"
     with pytest.raises(openai.PermissionDeniedError):
         await client.chat.completions.create(model="vendor/other", messages=ASK)
+
+
+def test_check_config_keeps_patterns_to_text_upstreams() -> None:
+    """A media task is priced by a model id of its upstream: no pattern there."""
+    raw = {
+        "database": "sqlite:///./x.db",
+        "models": [{"id": "img/*", "price": {"per_task": 0.1}}],
+        "upstreams": [
+            {"name": "mj", "protocol": "imagetask", "base_url": "http://127.0.0.1:1", "models": ["img/*"]}
+        ],
+    }
+    with pytest.raises(ConfigError) as refused:
+        parse_config(
+            orjson.dumps(raw).decode(), collect_adapters(make_plugin_manager(load_entrypoints=False))
+        )
+    assert any("wildcard routes serve text models only" in line for line in refused.value.errors)
