@@ -183,8 +183,11 @@ def parse_config(text: str, protocols: Collection[str] | None = None, *,
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise ConfigError(["$: the config must be a mapping"])
-    raw = _interpolate_top(raw, errors, env_needed_by)
+    unset: list[str] = []  # ${VAR}s without a value: what they stood in is not checked further
+    raw = _interpolate_top(raw, unset, env_needed_by)
+    errors += unset
     good, failed = _decode_sections(raw, errors)
+    failed |= {line.split(":", 1)[0] for line in unset}
     config = msgspec.convert(good, Config, strict=False)
     _resolve_simulator(config)
     # missing_extra_errors: postgresql:// or redis: without their extra installed
