@@ -33,13 +33,16 @@ IN_NANO, OUT_NANO = 1_000, 2_000
 
 
 def cache_models() -> list[dict[str, Any]]:
-    """A model per protocol at ``PRICE``, and one whose streams the upstream cuts."""
+    """A model per protocol at ``PRICE``, one whose streams the upstream cuts, one whose upstream
+    always fails, and one that falls back to ``c-chat``."""
     return [
         {"id": "c-chat", "price": PRICE},
         {"id": "c-messages", "price": PRICE},
         {"id": "c-v1beta", "price": PRICE},
         {"id": "c-cut", "price": PRICE},
         {"id": "c-down", "price": PRICE},
+        # Every upstream of c-primary fails: c-chat, its fallback, serves it at c-chat's prices.
+        {"id": "c-primary", "price": {"input_per_mtok": 5, "output_per_mtok": 10}, "fallbacks": ["c-chat"]},
     ]
 
 
@@ -71,7 +74,7 @@ def cache_upstreams(base_url: str) -> list[dict[str, Any]]:
             "protocol": "chat",
             "base_url": base_url,
             "api_key": "sk-sim-fail503",
-            "models": {"c-down": "sim-chat"},
+            "models": {"c-down": "sim-chat", "c-primary": "sim-chat"},
         },
     ]
 

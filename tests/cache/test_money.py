@@ -9,6 +9,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 import openai
+import pytest
 
 from .conftest import (
     IN_NANO,
@@ -122,4 +123,36 @@ async def test_fifty_hits_at_once_never_overspend(
     rows = await log_rows(gw, user["id"], 51)
     hits = [r for r in rows if r["outcome"] == "cache_hit"]
     assert len(hits) == 20 and {r["charge_nano"] for r in hits} == {hit_cost}
+    assert await upstream_calls(simulator.base_url, prompt) == 1
+
+
+async def test_a_hit_kept_from_a_fallback_is_charged_at_the_fallbacks_prices(
+    gateway_server: StartGateway, make_config: MakeConfig, simulator: Any
+) -> None:
+    gw = await gateway_server(cache_config(make_config, simulator.base_url, hit_price_ratio=1.0))
+    user, key = await new_key(gw)
+    client, prompt = openai_client(gw, key), nonce()
+    ask = [{"role": "user", "content": prompt}]
+    for expected in ("miss", "hit"):
+        raw = await client.chat.completions.with_raw_response.create(model="c-primary", messages=ask)
+        assert raw.headers["x-gateway-cache"] == expected
+        assert raw.headers["x-gateway-fallback"] == "c-chat" and raw.parse().model == "c-chat"
+        await kept(gw)
+    miss, hit = await log_rows(gw, user["id"], 2)
+    assert (miss["outcome"], hit["outcome"]) == ("success", "cache_hit")
+    assert miss["model"] == hit["model"] == "c-chat"
+    assert hit["charge_nano"] == miss["charge_nano"] == _cost(miss)  # c-chat's prices, not c-primary's
+    await books_balance(gw)
+
+
+async def test_hits_are_rate_limited_like_any_call(cache_gw: GatewayHandle, simulator: Any) -> None:
+    _, key = await new_key(cache_gw, rpm=2)
+    client, prompt = openai_client(cache_gw, key), nonce()
+    ask = [{"role": "user", "content": prompt}]
+    await client.chat.completions.create(model="c-chat", messages=ask)
+    await kept(cache_gw)
+    raw = await client.chat.completions.with_raw_response.create(model="c-chat", messages=ask)
+    assert raw.headers["x-gateway-cache"] == "hit"
+    with pytest.raises(openai.RateLimitError):
+        await client.chat.completions.create(model="c-chat", messages=ask)
     assert await upstream_calls(simulator.base_url, prompt) == 1
