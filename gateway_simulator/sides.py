@@ -28,6 +28,7 @@ BUILTIN_SIDES: tuple[str, ...] = (
     "translators.imagetask.simulator",
     "translators.responses.simulator",
     "translators.audio.simulator",
+    "translators.images.simulator",
     "translators.videoa.simulator",
     "translators.videos.simulator",
     "translators.music.simulator",

@@ -55,6 +55,7 @@ class TokenPrices(msgspec.Struct, frozen=True):
     per_minute: int = 0
     per_task: int = 0
     per_mchar: int = 0  # per million input characters (speech synthesis)
+    per_image: int = 0  # per image returned (Images API)
 
     @classmethod
     def from_config(cls, price: Price) -> TokenPrices:
@@ -78,6 +79,7 @@ class TokenPrices(msgspec.Struct, frozen=True):
             per_minute=nano(price.per_minute),
             per_task=nano(price.per_task),
             per_mchar=nano(price.per_mchar),
+            per_image=nano(price.per_image),
         )
 
 

@@ -29,6 +29,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "translators.imagetask",
     "translators.responses",
     "translators.audio",
+    "translators.images",
     "translators.videoa",
     "translators.videos",
     "translators.music",
@@ -39,6 +40,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.console",
     "plugins.openapi",
     "plugins.cache",
+    "plugins.telemetry",
 )
 
 
