@@ -40,7 +40,6 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.console",
     "plugins.openapi",
     "plugins.cache",
-    "plugins.telemetry",
 )
 
 
