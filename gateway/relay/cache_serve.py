@@ -14,19 +14,30 @@ this call asked for: a stream is its events encoded by the family's own stream e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Scope
 
 from gateway.accounts.money import ratio_of, usage_cost
 from gateway.accounts.ratelimit import admit_call
 from gateway.edge.http import JSON_MEDIA_TYPE, body_response
 from gateway.relay.call import CallContext, ClientCall
-from gateway.relay.canonical import ChatResponse
+from gateway.relay.canonical import ChatRequest, ChatResponse, Usage
 from gateway.relay.fallback import fallback_headers
 from gateway.relay.offload import off_loop
-from gateway.relay.replay import CacheLookup, KeptAnswer, cache_headers, keepable, response_events
+from gateway.relay.replay import (
+    CacheLookup,
+    KeptAnswer,
+    cache_headers,
+    events_response,
+    keepable,
+    response_events,
+)
+from gateway.runtime.errors import GatewayError
 
 _STREAM_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -72,6 +83,29 @@ def _render(call: ClientCall, kept: ChatResponse) -> tuple[bytes, str]:
     encoder = call.frontend.stream_encoder(request, call)
     body = b"".join(encoder.encode(event) for event in response_events(answer)) + encoder.close()
     return body, encoder.content_type
+
+
+def relayed_answer(ctx: CallContext, request: ChatRequest, protocol: str, relayed: list[bytes],
+                   usage: Usage) -> ChatResponse | None:
+    """The whole answer of a stream relayed as the upstream sent it (the fast path), decoded once
+    at its end by the protocol's own decoder; None for one larger than an entry may be (not worth
+    decoding) or that the decoder cannot read."""
+    lookup = ctx.cache
+    if lookup is None or sum(len(chunk) for chunk in relayed) > 4 * lookup.entry_bytes:
+        return None
+    decoder = ctx.gateway.upstreams.adapter(protocol).stream_decoder(request, ctx.config.limits)
+    try:
+        events = [*decoder.feed(b"".join(relayed)), *decoder.close()]
+    except (GatewayError, ValueError, msgspec.MsgspecError):
+        return None
+    return events_response(events, usage) if decoder.complete else None
+
+
+async def keep_later(scope: Scope, ctx: CallContext, nbytes: int,
+                     answer: Callable[[], ChatResponse | None]) -> None:
+    """A stream's complete ``answer`` kept (``keep``) after its last byte was sent: read off the
+    event loop when large, as the relay decodes a large body."""
+    keep(ctx, await off_loop(Request(scope), nbytes, answer))
 
 
 def keep(ctx: CallContext, response: ChatResponse | None) -> None:

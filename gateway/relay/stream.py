@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gateway.accounts.records import Outcome
-from gateway.relay.cache_serve import keep
+from gateway.relay.cache_serve import keep_later, relayed_answer
 from gateway.relay.call import CallContext, ClientCall
 from gateway.relay.canonical import (
     ChatRequest,
@@ -222,21 +222,14 @@ class _Fast:
         return self._call.frontend.stream_encoder(request, self._call).error(status, code, message)
 
     def answer(self) -> ChatResponse | None:
-        """The whole answer the relayed bytes told, for the response cache (decoded once, at the
-        end; None for a stream larger than an entry may be, or one the decoders cannot read)."""
-        lookup = self._ctx.cache
-        if lookup is None or sum(len(chunk) for chunk in self._relayed) > 4 * lookup.entry_bytes:
-            return None
+        """The whole answer the relayed bytes told, for the response cache (``relayed_answer``)."""
         request = self._request_or_none()
-        if request is None:
-            return None
-        decoder = self._ctx.gateway.upstreams.adapter(self._target.protocol).stream_decoder(
-            request, self._ctx.config.limits)
-        try:
-            events = [*decoder.feed(b"".join(self._relayed)), *decoder.close()]
-        except _UNREADABLE:
-            return None
-        return events_response(events, self.usage()) if decoder.complete else None
+        return None if request is None else relayed_answer(self._ctx, request, self._target.protocol,
+                                                           self._relayed, self.usage())
+
+    @property
+    def relayed_bytes(self) -> int:
+        return sum(len(chunk) for chunk in self._relayed)
 
 
 async def open_stream(ctx: CallContext, call: ClientCall, targets: list[Target]) -> StreamRelay:
@@ -311,6 +304,7 @@ class StreamRelay(Response):
         self._first = first
         self._transform = transform
         self._broken = False  # the upstream's stream broke or could not be read
+        self._keeping = False  # the answer is complete and the response cache keeps it
         self._shutting_down = False  # the worker's grace is over (``shut_down``)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -340,6 +334,10 @@ class StreamRelay(Response):
                 with contextlib.suppress(asyncio.CancelledError, OSError, UpstreamFailure):
                     await task
             self._settle(outcome)
+        transform = self._transform
+        if self._keeping and isinstance(transform, _Fast | _Translate):
+            size = transform.relayed_bytes if isinstance(transform, _Fast) else 0
+            await keep_later(scope, self._ctx, size, transform.answer)
 
     def shut_down(self) -> None:
         """The worker is stopping and its grace is over: the upstream connection is closed, so the
@@ -360,10 +358,8 @@ class StreamRelay(Response):
         error_code = ("upstream_error" if outcome == "upstream_cut"
                       else "service_unavailable" if outcome == "shutdown" else None)
         self._ctx.finish(200, outcome, usage, error_code=error_code)
-        transform = self._transform
-        if outcome in ("success", "usage_estimated") and self._ctx.cache is not None \
-                and isinstance(transform, _Fast | _Translate):
-            keep(self._ctx, transform.answer())  # a cut, shut or abandoned stream is never kept
+        # A cut, shut or abandoned stream is never kept; a complete one once it is all sent.
+        self._keeping = outcome in ("success", "usage_estimated") and self._ctx.cache is not None
 
     @staticmethod
     async def _watch_disconnect(receive: Receive) -> None:
