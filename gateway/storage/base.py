@@ -277,10 +277,6 @@ class Storage(ABC):
         returns how many were evicted."""
         raise NotImplementedError
 
-    async def forget_answers(self, user_id: int) -> int:
-        """Drop every entry of ``user_id``; returns how many."""
-        raise NotImplementedError
-
     # --- documents (``sql_documents``) -------------------------------------------------------------
     @abstractmethod
     async def put_document(self, doc: Document) -> Document:

@@ -67,8 +67,3 @@ class SqlResponseCache:
             return len(evicted)
 
         return await self._write(fn)
-
-    async def forget_answers(self, user_id: int) -> int:
-        """Drop a user's entries (a deleted user's, or on an operator's request)."""
-        return await self._write(lambda tx: tx.execute("DELETE FROM response_cache WHERE user_id = ?",
-                                                       (user_id,)))
