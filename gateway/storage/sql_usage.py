@@ -77,6 +77,14 @@ def _table(user_id: int | None, key_id: int | None, by_account: bool = False) ->
     return "usage_rollups" if by_account or user_id is not None or key_id is not None else "usage_totals"
 
 
+def _span_range(span: int, since: int, until: int | None) -> str:
+    """The roll-up rows of spans starting in [since, until), the bounds written as integer
+    literals rather than parameters: PostgreSQL plans a prepared statement once for any values
+    after a few runs, and a range whose size it cannot see was planned as a scan of the table."""
+    upper = "" if until is None else f" AND start_s < {int(until)}"
+    return f"span_s = {int(span)} AND start_s >= {int(since)}{upper}"
+
+
 def _ceil(ts: float, span: int) -> int:
     start = span_start(ts, span)
     return start if start == ts else start + span
@@ -150,11 +158,7 @@ class SqlUsage(SqlStorage):
         if until is not None and since >= until:
             return 0
         clauses, args = _equal(where)
-        clauses += ["span_s = ?", "start_s >= ?"]
-        args += [span, since]
-        if until is not None:
-            clauses.append("start_s < ?")
-            args.append(until)
+        clauses.append(_span_range(span, since, until))
         table = _table(where.user_id, where.key_id)
         rows = await tx.fetchall(f"SELECT CAST(SUM(calls) AS BIGINT) AS n FROM {table} "
                                  f"WHERE {' AND '.join(clauses)}", args)
@@ -173,14 +177,18 @@ class SqlUsage(SqlStorage):
             by_account = query.group_by in ("user", "key")
             table, sums = _table(query.user_id, query.key_id, by_account), _USAGE_SUMS
             clauses, args = _equal(LogFilter(user_id=query.user_id, key_id=query.key_id, model=query.model))
-        clauses += ["span_s = ?", "start_s >= ?", "start_s < ?"]
-        args += [query.span_s, query.since, query.until]
+        clauses.append(_span_range(query.span_s, query.since, query.until))
         grouped = "start_s" if column is None else f"start_s, {column}"
         picked = "start_s" if column is None else f"start_s, {column} AS group_key"
         rows = await self._fetch(f"SELECT {picked}, {_sums(sums)} FROM {table} WHERE {' AND '.join(clauses)} "
                                  f"GROUP BY {grouped} ORDER BY start_s", args)
-        return [UsageRow(start=int(r["start_s"]), key=None if column is None else r["group_key"],
-                         **{name: int(r[name] or 0) for name in sums}) for r in rows]
+        if table == "upstream_rollups":
+            return [UsageRow(start=int(r["start_s"]), key=r["group_key"],
+                             **{name: int(r[name] or 0) for name in sums}) for r in rows]
+        # Positional (the sums are UsageRow's first fields, in order): thousands of rows at times.
+        names = tuple(sums)
+        return [UsageRow(int(r["start_s"]), None if column is None else r["group_key"],
+                         *[int(r[name] or 0) for name in names]) for r in rows]
 
     async def daily_costs(self, key_id: int, start_ts: int, end_ts: int) -> list[DailyCost]:
         return await self._daily_costs("key_id", key_id, start_ts, end_ts)
