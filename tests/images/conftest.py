@@ -26,7 +26,8 @@ START_USD = 100
 START_NANO = START_USD * 10**9
 PNG_1PX = bytes.fromhex(  # a 1x1 transparent PNG
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082")
+    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+)
 
 IMAGE_MODELS = [
     {"id": "img-sim", "owned_by": "simulator", "price": {"per_image": PER_IMAGE_USD}},
@@ -38,20 +39,45 @@ IMAGE_MODELS = [
 
 def image_upstreams(sim_url: str) -> list[dict[str, Any]]:
     return [
-        {"name": "sim-images", "protocol": "chat", "base_url": sim_url, "api_key": "sk-sim",
-         "models": {"img-sim": "sim-image-1"}},
-        {"name": "sim-images-down", "protocol": "chat", "base_url": sim_url, "api_key": "sk-sim-fail503",
-         "models": ["img-down", "img-failover"]},
-        {"name": "sim-images-backup", "protocol": "chat", "base_url": sim_url, "api_key": "sk-sim",
-         "models": ["img-failover"], "priority": 1},
-        {"name": "sim-images-wild", "protocol": "chat", "base_url": sim_url, "api_key": "sk-sim",
-         "models": ["img/*"]},
+        {
+            "name": "sim-images",
+            "protocol": "chat",
+            "base_url": sim_url,
+            "api_key": "sk-sim",
+            "models": {"img-sim": "sim-image-1"},
+        },
+        {
+            "name": "sim-images-down",
+            "protocol": "chat",
+            "base_url": sim_url,
+            "api_key": "sk-sim-fail503",
+            "models": ["img-down", "img-failover"],
+        },
+        {
+            "name": "sim-images-backup",
+            "protocol": "chat",
+            "base_url": sim_url,
+            "api_key": "sk-sim",
+            "models": ["img-failover"],
+            "priority": 1,
+        },
+        {
+            "name": "sim-images-wild",
+            "protocol": "chat",
+            "base_url": sim_url,
+            "api_key": "sk-sim",
+            "models": ["img/*"],
+        },
     ]
 
 
 def images_config(make_config: MakeConfig, sim_url: str, **overrides: Any) -> Any:
-    return make_config(extra_models=IMAGE_MODELS, extra_upstreams=image_upstreams(sim_url),
-                       routing={"max_attempts": 2, "cooldown_s": 30.0}, **overrides)
+    return make_config(
+        extra_models=IMAGE_MODELS,
+        extra_upstreams=image_upstreams(sim_url),
+        routing={"max_attempts": 2, "cooldown_s": 30.0},
+        **overrides,
+    )
 
 
 @dataclass
@@ -77,8 +103,9 @@ class Images:
         return self.query("SELECT * FROM request_logs WHERE user_id = ? ORDER BY id", (self.user_id,))
 
     def ledger(self, request_id: str) -> list[dict[str, Any]]:
-        return self.query("SELECT kind, charge_nano, delta_nano FROM ledger WHERE request_id = ? ORDER BY id",
-                          (request_id,))
+        return self.query(
+            "SELECT kind, charge_nano, delta_nano FROM ledger WHERE request_id = ? ORDER BY id", (request_id,)
+        )
 
     async def balance(self) -> int:
         await self.gw.gateway.meter.flush()
@@ -102,8 +129,9 @@ class Images:
         assert await self.gw.gateway.storage.audit() == []
 
 
-async def start(gw: GatewayHandle, sim_url: str, quota_usd: float = START_USD, **key_fields: Any) -> Images:
-    user = await gw.create_user(quota_usd=quota_usd)
+async def start(gw: GatewayHandle, sim_url: str, user_usd: float = START_USD, **key_fields: Any) -> Images:
+    """A user with ``user_usd`` and one key (``key_fields``: the admin API's, e.g. ``quota_usd``)."""
+    user = await gw.create_user(quota_usd=user_usd)
     key = await gw.create_key(user["id"], name="images", **key_fields)
     return Images(gw, sim_url, user["id"], key["key"], key["id"])
 

@@ -15,7 +15,8 @@ from .conftest import PER_IMAGE_NANO, PNG_1PX, START_NANO, Images
 
 async def test_generate_b64_json_is_relayed_and_charged_per_image(images: Images) -> None:
     raw = await images.client().images.with_raw_response.generate(
-        model="img-sim", prompt="a lighthouse at dusk", response_format="b64_json")
+        model="img-sim", prompt="a lighthouse at dusk", response_format="b64_json"
+    )
     answer = raw.parse()
     assert answer.data is not None and len(answer.data) == 1
     assert answer.data[0].b64_json is not None
@@ -28,15 +29,23 @@ async def test_generate_b64_json_is_relayed_and_charged_per_image(images: Images
     request_id = raw.headers["x-service-request-id"]
     (log,) = await images.logs()
     assert (log["request_id"], log["route"], log["model"], log["status"]) == (
-        request_id, "/v1/images/generations", "img-sim", 200)
+        request_id,
+        "/v1/images/generations",
+        "img-sim",
+        200,
+    )
     assert log["charge_nano"] == PER_IMAGE_NANO
-    assert [row for row in images.ledger(request_id) if row["kind"] == "settle"][0]["charge_nano"] == PER_IMAGE_NANO
+    assert next(row for row in images.ledger(request_id) if row["kind"] == "settle")[
+        "charge_nano"
+    ] == PER_IMAGE_NANO
     assert await images.balance() == START_NANO - PER_IMAGE_NANO
     await images.books_balance()
 
 
 async def test_generate_url_is_relayed(images: Images) -> None:
-    answer = await images.client().images.generate(model="img-sim", prompt="a red kite", response_format="url")
+    answer = await images.client().images.generate(
+        model="img-sim", prompt="a red kite", response_format="url"
+    )
     assert answer.data is not None and answer.data[0].url is not None
     async with aiohttp.ClientSession() as http, http.get(answer.data[0].url) as resp:
         assert resp.status == 200 and (await resp.read()).startswith(b"\x89PNG")
@@ -44,7 +53,8 @@ async def test_generate_url_is_relayed(images: Images) -> None:
 
 async def test_n_3_is_charged_three_times_per_image(images: Images) -> None:
     raw = await images.client().images.with_raw_response.generate(
-        model="img-sim", prompt="three cats", n=3, response_format="b64_json")
+        model="img-sim", prompt="three cats", n=3, response_format="b64_json"
+    )
     assert len(raw.parse().data or []) == 3
     (log,) = await images.logs()
     assert log["charge_nano"] == 3 * PER_IMAGE_NANO
@@ -65,11 +75,18 @@ async def test_settled_on_the_images_that_came_back(images: Images) -> None:
 
 async def test_edit_with_an_uploaded_png_and_a_mask(images: Images) -> None:
     answer = await images.client().images.edit(
-        model="img-sim", image=("in.png", PNG_1PX, "image/png"), mask=("mask.png", PNG_1PX, "image/png"),
-        prompt="add a hat", n=2, response_format="b64_json")
+        model="img-sim",
+        image=("in.png", PNG_1PX, "image/png"),
+        mask=("mask.png", PNG_1PX, "image/png"),
+        prompt="add a hat",
+        n=2,
+        response_format="b64_json",
+    )
     assert answer.data is not None and len(answer.data) == 2
     # The simulator says what reached it: the image's bytes intact, and the mask.
-    assert answer.data[0].revised_prompt == f"edited 1 image(s) of {len(PNG_1PX)} bytes with a mask: add a hat"
+    assert (
+        answer.data[0].revised_prompt == f"edited 1 image(s) of {len(PNG_1PX)} bytes with a mask: add a hat"
+    )
     sent = (await images.upstream_calls())[-1]
     assert sent["path"] == "/v1/images/edits"
     assert sent["headers"]["content-type"].startswith("multipart/form-data; boundary=")
@@ -82,10 +99,14 @@ async def test_edit_with_an_uploaded_png_and_a_mask(images: Images) -> None:
 async def test_edit_with_several_images(images: Images) -> None:
     jpeg = b"\xff\xd8\xff\xe0" + b"\x00" * 60
     answer = await images.client().images.edit(
-        model="img-sim", image=[("a.png", PNG_1PX, "image/png"), ("b.jpg", jpeg, "image/jpeg")],
-        prompt="merge them")
+        model="img-sim",
+        image=[("a.png", PNG_1PX, "image/png"), ("b.jpg", jpeg, "image/jpeg")],
+        prompt="merge them",
+    )
     assert answer.data is not None
-    assert answer.data[0].revised_prompt == f"edited 2 image(s) of {len(PNG_1PX)}+{len(jpeg)} bytes: merge them"
+    assert (
+        answer.data[0].revised_prompt == f"edited 2 image(s) of {len(PNG_1PX)}+{len(jpeg)} bytes: merge them"
+    )
     (log,) = await images.logs()
     assert log["charge_nano"] == PER_IMAGE_NANO
 
@@ -108,7 +129,9 @@ async def test_failover_to_the_next_upstream_then_failure_costs_nothing(images: 
         assert err.status_code == 502 and err.code == "upstream_error"
     logs = await images.logs()
     assert [(row["model"], row["status"], row["charge_nano"]) for row in logs] == [
-        ("img-failover", 200, PER_IMAGE_NANO), ("img-down", 502, 0)]
+        ("img-failover", 200, PER_IMAGE_NANO),
+        ("img-down", 502, 0),
+    ]
     assert await images.balance() == START_NANO - PER_IMAGE_NANO
     await images.books_balance()
 
