@@ -3,7 +3,7 @@ their roll-ups by bulk insert (not through the HTTP API), start a gateway on it 
 HTTP, ``/admin/logs`` with each filter, ``/admin/usage`` and the account endpoints.
 
     .venv/bin/python -m bench.log_rows [--rows 10000000] [--backend sqlite|postgres|both]
-        [--dir /tmp/log-bench] [--postgres postgresql://postgres@127.0.0.1:5432/postgres] [--keep]
+        [--dir /tmp/log-bench] [--keep] [--reuse]
 
 The rows: ``--days`` (90) of traffic ending now, 200 users (a few heavy ones) with two keys each,
 the five models of the default config, 93% served, the rest refusals (401 without a key, 400, 404,
@@ -70,6 +70,16 @@ class Accounts:
     def __init__(self) -> None:
         self.users: list[tuple[int, str]] = []  # (id, user token)
         self.keys: list[tuple[int, int, str]] = []  # (id, user id, key)
+
+
+def known_accounts() -> Accounts:
+    """The accounts ``make_accounts`` made in a fresh database (ids in creation order)."""
+    accounts = Accounts()
+    for i in range(USERS):
+        accounts.users.append((i + 1, f"ut-bench{i:04d}" + "u" * 32))
+        for k in range(2):
+            accounts.keys.append((2 * i + k + 1, i + 1, f"sk-bench{i:04d}k{k}" + "k" * 32))
+    return accounts
 
 
 async def make_accounts(url: str) -> Accounts:
@@ -318,9 +328,11 @@ async def run(backend: str, args: argparse.Namespace) -> str:
     dsn = None
     if backend == "sqlite":
         db = directory / "gateway.db"
+        url = f"sqlite:///{db}"
+        if args.reuse and db.exists():  # measure again what an earlier run filled
+            return await _measure_on(backend, directory, url, known_accounts(), args, "reused")
         for leftover in directory.glob("gateway.db*"):
             leftover.unlink()
-        url = f"sqlite:///{db}"
     else:
         dsn = await create_database("gw_log_bench")
         url = dsn
@@ -335,22 +347,27 @@ async def run(backend: str, args: argparse.Namespace) -> str:
             sums = await fill_postgres(dsn, accounts, args.rows, args.days)
         filled = time.perf_counter() - began
         print(f"{backend}: filled in {filled:.0f} s ({len(sums.usage):,} usage roll-up rows)", flush=True)
-        port = free_port()
-        config = write_config(directory, url, port)
-        proc = start_gateway(config, port, args.server, directory / "gateway.log")
-        try:
-            results = await measure(f"http://127.0.0.1:{port}", accounts, args.repeat)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        return report(backend, args.rows, results) + (
-            f"\n(fill: {filled:.0f} s, {len(sums.usage):,} roll-up rows)")
+        return await _measure_on(backend, directory, url, accounts, args,
+                                 f"fill: {filled:.0f} s, {len(sums.usage):,} roll-up rows")
     finally:
         if dsn is not None and not args.keep:
             await drop_database(dsn)
+
+
+async def _measure_on(backend: str, directory: Path, url: str, accounts: Accounts,
+                      args: argparse.Namespace, note: str) -> str:
+    port = free_port()
+    config = write_config(directory, url, port)
+    proc = start_gateway(config, port, args.server, directory / "gateway.log")
+    try:
+        results = await measure(f"http://127.0.0.1:{port}", accounts, args.repeat)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return report(backend, args.rows, results) + f"\n({note})"
 
 
 def main() -> None:
@@ -362,6 +379,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--server", default=DEFAULT_SERVER, help="ASGI server of the gateway")
     parser.add_argument("--keep", action="store_true", help="keep the PostgreSQL database")
+    parser.add_argument("--reuse", action="store_true",
+                        help="SQLite: measure the database an earlier run filled in --dir again")
     args = parser.parse_args()
     backends = ("sqlite", "postgres") if args.backend == "both" else (args.backend,)
     reports = [asyncio.run(run(backend, args)) for backend in backends]
