@@ -180,6 +180,8 @@ def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
             # that a plugin whose startup half-failed still gets to clean up.
             stack.push_async_callback(_shutdown_hooks, gateway)
             await _await_all(gateway.plugins.hook.gateway_startup(gateway=gateway))
+            # A plugin may register the call hooks' implementation at startup (plugins.telemetry).
+            gateway.observes_calls = bool(gateway.plugins.hook.gateway_call_started.get_hookimpls())
             # First of all on the way out: calls in flight finish (or streams end) within the
             # grace, while everything they need still runs.
             stack.push_async_callback(gateway.lifecycle.drain)

@@ -131,6 +131,7 @@ class EdgeMiddleware:
         state = scope.setdefault("state", {})
         state["request_id"] = rid
         request_scope, token = open_scope(rid)
+        request_scope.headers = scope["headers"]
         state[STATE_KEY] = request_scope
         id_header = (_REQUEST_ID_HEADER, rid.encode("ascii"))
         stats = self._http_stats(scope)

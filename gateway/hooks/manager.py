@@ -40,6 +40,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "plugins.console",
     "plugins.openapi",
     "plugins.cache",
+    "plugins.telemetry",
 )
 
 

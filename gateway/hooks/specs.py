@@ -9,7 +9,7 @@ returns an awaitable, which the caller awaits.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.hooks.markers import hookimpl as hookimpl
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from starlette.routing import BaseRoute
 
     from gateway.accounts.records import Principal, RequestLog
+    from gateway.relay.call import CallContext
     from gateway.relay.canonical import ChatResponse
     from gateway.relay.families import WireFamily
     from gateway.relay.replay import CacheLookup
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from gateway.runtime.context import Gateway
     from gateway.storage.rows import SoftLimitCrossing
     from gateway.tasks.family import TaskFamily
+    from gateway.upstream.pool import Target
 
 
 @hookspec
@@ -124,3 +126,36 @@ def gateway_cache_store(gateway: Gateway, lookup: CacheLookup, user_id: int, res
     is its canonical answer (``response.model`` the model that served it), to keep for the user
     ``user_id``. Not called for errors, cut streams or ``no-store`` requests. Must not block:
     schedule the write."""
+
+
+# The four hooks of a call's course, for tracing (the built-in ``plugins.telemetry``). They are
+# called only when some plugin implements ``gateway_call_started`` once the startup hooks ran
+# (``Gateway.observes_calls``): a gateway that traces nothing pays nothing for them.
+
+
+@hookspec
+def gateway_call_started(ctx: CallContext, headers: Mapping[str, str]) -> None:
+    """A metered call was admitted (``ctx``: its caller, model, family, route, request id; its
+    ``arrived`` time). ``headers``: the client request's headers (a W3C ``traceparent`` to
+    continue). ``ctx.trace`` is the implementation's slot for what it keeps of the call. Must not
+    block."""
+
+
+@hookspec
+def gateway_attempt_started(ctx: CallContext, target: Target, number: int, headers: dict[str, str]) -> None:
+    """The call's ``number``-th upstream attempt (from 1, across failover and fallbacks) is about to
+    be sent to ``target``. ``headers``: the attempt's own request headers, which an implementation
+    may add to (a ``traceparent`` passed upstream). Must not block."""
+
+
+@hookspec
+def gateway_attempt_ended(ctx: CallContext, target: Target, status: int | None, error: str | None) -> None:
+    """The attempt on ``target`` is decided: answered (``error`` None; for a stream, its first chunk
+    read, the rest relayed before ``gateway_call_finished``), refused (``status``: the upstream's
+    HTTP status) or failed (``error``: why, ``status`` None when nothing answered)."""
+
+
+@hookspec
+def gateway_call_finished(ctx: CallContext, log: RequestLog) -> None:
+    """The call ended, once (``CallContext.finish``): ``log`` is its request-log record (status,
+    outcome, usage, charge; ``log.model`` the model that served it). Must not block."""

@@ -25,6 +25,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import msgspec
+from starlette.datastructures import Headers
 
 from gateway.accounts.catalogue import Catalogue
 from gateway.accounts.money import TokenPrices, usage_cost, worst_case_cost
@@ -34,7 +35,7 @@ from gateway.relay.canonical import Usage
 from gateway.relay.replay import CacheLookup
 from gateway.relay.translation import ClientCall as ClientCall
 from gateway.runtime.context import Gateway
-from gateway.runtime.observe import note_call
+from gateway.runtime.observe import current_scope, note_call
 from gateway.settings.config import Config, ModelConfig
 from gateway.storage.rows import Reservation
 
@@ -74,6 +75,9 @@ class CallContext:
     # The response cache's verdict on this call (``gateway.relay.replay``): None when no cache
     # serves it; else whether its answer is to be kept once it is complete.
     cache: CacheLookup | None = None
+    # What a plugin that follows the call keeps of it (``gateway_call_started``: the telemetry
+    # plugin's spans); None when no plugin observes calls (``Gateway.observes_calls``).
+    trace: object | None = None
     # What the call started with: a config reload in the meantime does not change its prices,
     # groups, routing or limits (``gateway.runtime.reload``).
     config: Config = field(init=False)
@@ -82,6 +86,10 @@ class CallContext:
     def __post_init__(self) -> None:
         self.config = self.gateway.config
         self.catalogue = self.gateway.catalogue
+        if self.gateway.observes_calls:
+            scope = current_scope()
+            headers = Headers(raw=scope.headers if scope is not None else [])
+            self.gateway.plugins.hook.gateway_call_started(ctx=self, headers=headers)
 
     @property
     def prices(self) -> TokenPrices:
@@ -154,3 +162,5 @@ class CallContext:
             attempt_log=_ATTEMPTS.encode(self.failed_attempts).decode() if self.failed_attempts else None)
         note_call(log, self.principal.user.group)  # the access log line and metrics read it
         self.gateway.meter.finish(log, self.reservation, charge)
+        if self.gateway.observes_calls:
+            self.gateway.plugins.hook.gateway_call_finished(ctx=self, log=log)

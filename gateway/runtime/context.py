@@ -44,3 +44,6 @@ class Gateway:
     lifecycle: Lifecycle = field(default_factory=lambda: Lifecycle(30.0))
     # The upstream secrets kept out of error bodies and logs (of the config now in force).
     scrubber: SecretScrubber | None = None
+    # Some plugin follows each call's course (``gateway_call_started`` and the hooks after it,
+    # ``gateway.hooks.specs``): set once the startup hooks ran. False: the relay calls none of them.
+    observes_calls: bool = False

@@ -42,11 +42,14 @@ class HasExtensions(Protocol):
 
 
 class RequestScope:
-    __slots__ = ("close_connection", "error_code", "group", "key", "model", "record", "request_id",
-                 "scrubber", "user", "verdict")
+    __slots__ = ("close_connection", "error_code", "group", "headers", "key", "model", "record",
+                 "request_id", "scrubber", "user", "verdict")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
+        # The request's raw headers (the ASGI scope's list, not copied), for the call hooks that
+        # read a W3C ``traceparent`` (``CallContext``); set by ``EdgeMiddleware``.
+        self.headers: list[tuple[bytes, bytes]] = []
         self.record: RequestLog | None = None  # the metered call of this request, once finished
         self.group: str | None = None  # its user's group
         self.verdict: Verdict | None = None  # its rate-limit check (``gateway.accounts.ratelimit_headers``)

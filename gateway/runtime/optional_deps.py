@@ -4,8 +4,8 @@ The default (`pip install model-gateway`: granian, SQLite) needs none of them. A
 for asyncpg or redis when it is not installed is refused before anything starts, with the pip line
 that installs it, instead of an ImportError traceback from deep inside a worker; both are imported
 only where they are used (gateway/storage/postgres.py, gateway/accounts/auth.py,
-gateway/accounts/ratelimit.py). The servers' extras are checked by gateway/server/servers.py
-(``not_installed``).
+gateway/accounts/ratelimit.py; OpenTelemetry in plugins/telemetry/spans.py). The servers' extras
+are checked by gateway/server/servers.py (``not_installed``).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class Extra(NamedTuple):
 
 POSTGRES = Extra("asyncpg", "postgres", "the PostgreSQL driver")
 REDIS = Extra("redis", "redis", "the Redis client")
+OTEL = Extra("opentelemetry.exporter.otlp.proto.http", "otel", "the OpenTelemetry SDK and its OTLP exporter")
 
 
 def installed(module: str) -> bool:
@@ -48,5 +49,7 @@ def missing_extra_errors(config: Config) -> list[str]:
         errors.append(_needs(f"database: {scheme}://", POSTGRES))
     if config.redis is not None and not installed(REDIS.module):
         errors.append(_needs("redis:", REDIS))
+    if config.telemetry.otlp_endpoint is not None and not installed(OTEL.module):
+        errors.append(_needs("telemetry.otlp_endpoint", OTEL))
     return errors
 

@@ -38,7 +38,7 @@ log = logging.getLogger("gateway.server.serve")
 
 # Top-level keys read once when the process starts.
 RESTART_KEYS = ("listen", "database", "redis", "simulator", "admin_key", "metering", "logging", "logs",
-                "trusted_proxies", "shutdown_grace_s")
+                "trusted_proxies", "shutdown_grace_s", "telemetry")
 # Limits built at start into the server, the request-body middleware and the upstream client's
 # session; the others (a stream's event and element bounds, an answer body's) apply to new calls.
 RESTART_LIMITS = ("header_timeout_s", "request_head_bytes", "upstream_header_bytes", "upstream_header_count",

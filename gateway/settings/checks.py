@@ -101,6 +101,14 @@ def semantic_errors(config: Config) -> list[str]:
         errors.append("metering.batch_max: must be at least 1 (and flush_interval_s not negative)")
     if config.billing.rmb_per_usd <= 0:
         errors.append("billing.rmb_per_usd: must be positive")
+    if (endpoint := config.telemetry.otlp_endpoint) is not None:
+        try:
+            parts = urlsplit(endpoint)
+        except ValueError:  # a stray bracket: no URL at all
+            parts = urlsplit("")
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+            errors.append(f"telemetry.otlp_endpoint: must be the collector's http(s) base URL "
+                          f"(http://host:4318), got {redact_url(endpoint)!r}")
     return errors
 
 

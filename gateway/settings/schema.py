@@ -220,6 +220,16 @@ class CacheConfig(_Section):
     redis_prefix: str = "gateway:cache:"
 
 
+class TelemetryConfig(_Section):
+    """OpenTelemetry traces (``plugins.telemetry``, CONTRACT 7): off while ``otlp_endpoint`` is
+    unset, and then nothing of OpenTelemetry is imported and no call pays for it."""
+
+    otlp_endpoint: str | None = None  # the collector's base URL: spans go to its /v1/traces
+    service_name: str = "model-gateway"  # the spans' service.name
+    # The share of new traces recorded; a call continuing a client's trace follows its sampled flag.
+    sample_ratio: Annotated[float, msgspec.Meta(ge=0, le=1)] = 1.0
+
+
 class Config(_Section, dict=True):
     listen: Listen = msgspec.field(default_factory=Listen)
     database: str = "sqlite:///./data/gateway.db"
@@ -239,6 +249,7 @@ class Config(_Section, dict=True):
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     logs: LogsConfig = msgspec.field(default_factory=LogsConfig)
     cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
+    telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
     trusted_proxies: list[str] = []  # IPs/CIDRs whose X-Forwarded-For is believed
     # On SIGTERM, how long calls in flight may still run before open streams are ended with their
     # family's error event (``gateway.runtime.lifecycle``).

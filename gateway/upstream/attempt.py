@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal, TypeVar
 
 import aiohttp
+import msgspec
 
 from gateway.accounts.records import FailedAttempt
 from gateway.relay.canonical import EmbeddingRequest
@@ -276,6 +277,7 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
     pool = ctx.gateway.upstreams
     failover = Failover(pool)
     names = [t.name for t in targets]
+    observed = ctx.gateway.observes_calls
     last: UpstreamFailure | None = None
     watch: ClientWatch | None = None  # once an attempt failed: is the client still there?
     try:
@@ -293,9 +295,15 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
             ctx.upstream = target.name
             started = time.monotonic()
             try:
-                sending = send(ctx, target, build(target), read)
+                if observed:
+                    sending = send(ctx, target, *_observed(ctx, target, build(target), read))
+                else:
+                    sending = send(ctx, target, build(target), read)
                 result = await (sending if watch is None else watch.run(sending))
             except UpstreamFailure as failure:
+                if observed:
+                    ended = ctx.gateway.plugins.hook.gateway_attempt_ended
+                    ended(ctx=ctx, target=target, status=failure.status, error=failure.reason)
                 failover.failed(target.name, failure)
                 last = failure
                 took_ms = int((time.monotonic() - started) * 1000)
@@ -303,6 +311,12 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
                                        error=failure.reason[:500], ms=took_ms)
                 ctx.failed_attempts = [*(ctx.failed_attempts or ()), failed]
                 continue
+            except GatewayError as err:  # a relayed 4xx, the client gone: the call ends with it
+                if observed:
+                    status = err.status if isinstance(err, UpstreamHTTPError) else None
+                    ctx.gateway.plugins.hook.gateway_attempt_ended(ctx=ctx, target=target, status=status,
+                                                                   error=err.code)
+                raise
             pool.mark_success(target.name, latency_ms=(time.monotonic() - started) * 1000)
             return target, result
     finally:
@@ -310,6 +324,23 @@ async def attempt(ctx: CallContext, targets: list[Target], build: Callable[[Targ
             await watch.close()
     reason = last.reason if last else "no upstream available"
     raise UpstreamError(f"The upstream failed after {ctx.attempts} attempt(s): {reason}.")
+
+
+def _observed(ctx: CallContext, target: Target, call: UpstreamCall,
+              read: Reader[T]) -> tuple[UpstreamCall, Reader[T]]:
+    """An attempt that a plugin follows (``Gateway.observes_calls``): announced with the headers it
+    adds (``gateway_attempt_started``), its answer reported once read (``gateway_attempt_ended``)."""
+    hook = ctx.gateway.plugins.hook
+    headers = dict(call.headers)
+    hook.gateway_attempt_started(ctx=ctx, target=target, number=ctx.attempts, headers=headers)
+
+    async def reading(target: Target, response: UpstreamAnswer) -> T:
+        result = await read(target, response)
+        hook.gateway_attempt_ended(ctx=ctx, target=target, status=response.status, error=None)
+        return result
+
+    # A copy: a built call is kept for the next attempt (``ClientCall.translated``).
+    return msgspec.structs.replace(call, headers=headers), reading
 
 
 def build_call(call: ClientCall, pool: UpstreamPool, target: Target) -> UpstreamCall:
