@@ -117,8 +117,14 @@ def cache(gw: GatewayHandle) -> ResponseCache:
     return found
 
 
-async def kept(gw: GatewayHandle) -> None:
-    """The answers handed to the cache so far are written."""
+async def kept(gw: GatewayHandle, timeout_s: float = 5.0) -> None:
+    """The answers of the calls answered so far are kept: a stream's is handed to the cache just
+    after its last byte was sent, so first every request in flight ends (the test makes none
+    meanwhile), then the cache's writes are awaited."""
+    deadline = time.monotonic() + timeout_s
+    while gw.gateway.lifecycle.in_flight > 0:
+        assert time.monotonic() < deadline, "a request of the gateway is still in flight"
+        await asyncio.sleep(0.005)
     await cache(gw).drained()
 
 
