@@ -22,6 +22,8 @@ if TYPE_CHECKING:  # the root conftest is not importable as a module under pytes
 
 PER_IMAGE_USD = 0.04
 PER_IMAGE_NANO = 40_000_000
+BACKUP_PER_IMAGE_USD = 0.1
+BACKUP_PER_IMAGE_NANO = 100_000_000
 START_USD = 100
 START_NANO = START_USD * 10**9
 PNG_1PX = bytes.fromhex(  # a 1x1 transparent PNG
@@ -34,6 +36,16 @@ IMAGE_MODELS = [
     {"id": "img-down", "owned_by": "simulator", "price": {"per_image": PER_IMAGE_USD}},
     {"id": "img-failover", "owned_by": "simulator", "price": {"per_image": PER_IMAGE_USD}},
     {"id": "img/*", "price": {"per_image": 0.01}},
+    # img-primary's upstream always fails; the test keys may not use img-locked, and img-tokened is
+    # priced by tokens only: both are skipped, and img-backup (dearer per image) serves.
+    {
+        "id": "img-primary",
+        "price": {"per_image": PER_IMAGE_USD},
+        "fallbacks": ["img-locked", "img-tokened", "img-backup"],
+    },
+    {"id": "img-locked", "price": {"per_image": 0.001}},
+    {"id": "img-tokened", "price": {"input_per_mtok": 1, "output_per_mtok": 1}},
+    {"id": "img-backup", "price": {"per_image": BACKUP_PER_IMAGE_USD}},
 ]
 
 
@@ -44,14 +56,19 @@ def image_upstreams(sim_url: str) -> list[dict[str, Any]]:
             "protocol": "chat",
             "base_url": sim_url,
             "api_key": "sk-sim",
-            "models": {"img-sim": "sim-image-1"},
+            "models": {
+                "img-sim": "sim-image-1",
+                "img-locked": "sim-image-1",
+                "img-tokened": "sim-image-1",
+                "img-backup": "sim-image-2",
+            },
         },
         {
             "name": "sim-images-down",
             "protocol": "chat",
             "base_url": sim_url,
             "api_key": "sk-sim-fail503",
-            "models": ["img-down", "img-failover"],
+            "models": ["img-down", "img-failover", "img-primary"],
         },
         {
             "name": "sim-images-backup",

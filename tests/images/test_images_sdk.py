@@ -9,8 +9,9 @@ from typing import Any
 
 import aiohttp
 import openai
+import pytest
 
-from .conftest import PER_IMAGE_NANO, PNG_1PX, START_NANO, Images
+from .conftest import BACKUP_PER_IMAGE_NANO, PER_IMAGE_NANO, PNG_1PX, START_NANO, Images
 
 
 async def test_generate_b64_json_is_relayed_and_charged_per_image(images: Images) -> None:
@@ -35,9 +36,10 @@ async def test_generate_b64_json_is_relayed_and_charged_per_image(images: Images
         200,
     )
     assert log["charge_nano"] == PER_IMAGE_NANO
-    assert next(row for row in images.ledger(request_id) if row["kind"] == "settle")[
-        "charge_nano"
-    ] == PER_IMAGE_NANO
+    assert (
+        next(row for row in images.ledger(request_id) if row["kind"] == "settle")["charge_nano"]
+        == PER_IMAGE_NANO
+    )
     assert await images.balance() == START_NANO - PER_IMAGE_NANO
     await images.books_balance()
 
@@ -147,3 +149,31 @@ async def test_insufficient_quota_is_refused_before_the_upstream(images: Images)
     assert await images.upstream_calls() == []
     served: Any = await images.client(key).images.generate(model="img-sim", prompt="one dog")
     assert len(served.data) == 1
+
+
+async def test_a_fallback_serves_at_its_own_price_per_image(images: Images) -> None:
+    allowed = ["img-primary", "img-tokened", "img-backup"]  # not img-locked
+    key = (await images.gw.create_key(images.user_id, name="fallback", models=allowed))["key"]
+    raw = await images.client(key).images.with_raw_response.generate(
+        model="img-primary", prompt="[[images:2]] a bridge", n=3, response_format="b64_json"
+    )
+    assert raw.headers["x-gateway-fallback"] == "img-backup"
+    assert len(raw.parse().data or []) == 2
+    sent = (await images.upstream_calls())[-1]
+    assert sent["body_json_or_null"]["model"] == "sim-image-2"  # the fallback's upstream id
+    (log,) = await images.logs()
+    assert (log["model"], log["charge_nano"]) == ("img-backup", 2 * BACKUP_PER_IMAGE_NANO)
+    assert await images.balance() == START_NANO - 2 * BACKUP_PER_IMAGE_NANO
+    await images.books_balance()
+
+
+async def test_a_fallback_the_balance_cannot_hold_for_is_skipped(images: Images) -> None:
+    # $0.15 covers 3 images of img-primary ($0.12) but not of img-backup ($0.30): nothing serves.
+    poor = await images.gw.create_user(quota_usd=0.15)
+    key = (await images.gw.create_key(poor["id"], name="poor", models=["img-primary", "img-backup"]))["key"]
+    with pytest.raises(openai.APIStatusError) as info:
+        await images.client(key).images.generate(model="img-primary", prompt="a bridge", n=3)
+    assert info.value.status_code == 502
+    await images.books_balance()
+    user = await images.gw.gateway.storage.get_user(poor["id"])
+    assert user is not None and (user.balance_nano, user.reserved_nano) == (150_000_000, 0)

@@ -8,8 +8,10 @@ model's ``chat``-protocol upstreams with the usual failover; the answer is relay
 the call settled on the images it holds (``len(data)``), never more than were held for. An answer
 without a ``data`` list is a failed call (502, nothing charged), as is any upstream failure.
 
-A model's ``fallbacks`` are not followed here: a fallback's hold is sized in tokens
-(``gateway.relay.fallback``), which says nothing of a price per image.
+A model whose upstreams all failed is served by its ``fallbacks`` as a text call is
+(``attempt_models``): a fallback the key may not use, that no ``chat`` upstream serves or that is
+priced but not per image is skipped; the hold is sized again at the fallback's ``per_image``
+(``ImageCall.worst_case``), the call charged at it, and the answer says ``X-Gateway-Fallback``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from fractions import Fraction
 
 import msgspec
@@ -35,7 +38,7 @@ from gateway.api import (
     request_id,
 )
 from gateway.api.accounts import Outcome, Principal, TokenPrices, scaled_cost
-from gateway.api.relay import CallContext, Target, attempt, read_body
+from gateway.api.relay import CallContext, Target, attempt_models, fallback_headers, read_body
 from translators.images.family import FAMILY, UPSTREAM_PROTOCOL
 from translators.images.fields import ImageParams
 
@@ -55,16 +58,36 @@ def _priced_otherwise(prices: TokenPrices) -> bool:
     return any(price for name, price in msgspec.structs.asdict(prices).items() if name != "per_image")
 
 
-def admit(request: Request, principal: Principal, params: ImageParams) -> CallContext:
+@dataclass(slots=True)
+class ImageCall(CallContext):
+    """A call's metering, its worst case ``images`` at the model's ``per_image``: the hold a
+    fallback is sized again with (``gateway.relay.fallback`` asks ``worst_case``)."""
+
+    images: int = 1
+
+    def worst_case(self, input_tokens: int, max_tokens: int | None, candidates: int = 1) -> int:
+        return image_cost(self.prices, self.images, self.ratio)
+
+
+def admit(request: Request, principal: Principal, params: ImageParams) -> ImageCall:
     gw = get_gateway(request)
     model = gw.catalogue.check(principal, params.model)
-    ctx = CallContext(gateway=gw, request_id=request_id(request), principal=principal, model=model,
-                      route=request.url.path, family=FAMILY, is_stream=False, started=time.perf_counter(),
-                      arrived=arrived(request))
+    ctx = ImageCall(gateway=gw, request_id=request_id(request), principal=principal, model=model,
+                    route=request.url.path, family=FAMILY, is_stream=False, started=time.perf_counter(),
+                    arrived=arrived(request), images=params.n)
     if not ctx.prices.per_image and _priced_otherwise(ctx.prices):
         raise InvalidRequest(f"The model `{params.model}` has no per-image price, so "
                              f"{request.url.path} cannot serve it.", param="model")
     return ctx
+
+
+def _targets(ctx: CallContext, model_id: str) -> list[Target]:
+    """The ``chat`` upstreams of ``model_id``; none for a model priced but not per image (a
+    fallback's too: it would serve images for free)."""
+    prices = ctx.catalogue.prices(model_id)
+    if not prices.per_image and _priced_otherwise(prices):
+        return []
+    return [t for t in ctx.gateway.upstreams.targets(model_id) if t.protocol == UPSTREAM_PROTOCOL]
 
 
 def count_images(body: bytes) -> int:
@@ -80,17 +103,22 @@ async def relay(request: Request, principal: Principal, params: ImageParams,
     """Admit, hold, call, settle (see the module's docstring); the answer, or the error in the
     family's envelope."""
     gw = get_gateway(request)
-    ctx: CallContext | None = None
+    ctx: ImageCall | None = None
     try:
         ctx = admit(request, principal, params)
-        await ctx.reserve(image_cost(ctx.prices, params.n, ctx.ratio))
-        targets = [t for t in gw.upstreams.targets(params.model) if t.protocol == UPSTREAM_PROTOCOL]
+        await ctx.reserve(ctx.worst_case(0, None))
+        targets = _targets(ctx, params.model)
         if not targets:
             raise gw.upstreams.unservable(params.model, request.url.path)
-        _, body = await attempt(ctx, targets, build, read_body)
+        call = ctx
+
+        def fallback_targets(model_id: str) -> list[Target]:
+            return _targets(call, model_id)
+
+        _, body = await attempt_models(ctx, targets, build, read_body, fallback_targets)
         images = count_images(body)
         ctx.finish(200, "success", charge_nano=image_cost(ctx.prices, min(images, params.n), ctx.ratio))
-        return Response(body, media_type=JSON_MEDIA_TYPE)
+        return Response(body, media_type=JSON_MEDIA_TYPE, headers=fallback_headers(ctx))
     except GatewayError as err:
         if ctx is not None:
             outcome: Outcome = "upstream_error" if err.status >= 500 else "client_error"
