@@ -13,6 +13,12 @@ import math
 from gateway.accounts.ratelimit_verdict import Verdict
 from gateway.runtime.observe import current_scope
 
+# How long the official SDKs will wait on a server's Retry-After before retrying by themselves
+# (openai's older releases honour up to 60 s, anthropic's any length, backing off up to 8 s): a
+# refusal told to wait longer (a budget until its period ends) also says ``x-should-retry: false``,
+# which each of them obeys, so a client does not spend its retries on an answer that cannot change.
+SDK_RETRY_HORIZON_S = 60
+
 
 def retry_after(verdict: Verdict) -> int:
     """Whole seconds, rounded up, at least 1."""
@@ -41,5 +47,8 @@ def rate_headers(verdict: Verdict) -> list[tuple[bytes, bytes]]:
                         (f"x-ratelimit-remaining-{name}", str(window.remaining)),
                         (f"x-ratelimit-reset-{name}", _duration(window.reset_s))]
     if not verdict.allowed:
-        headers.append(("retry-after", str(retry_after(verdict))))
+        wait_s = retry_after(verdict)
+        headers.append(("retry-after", str(wait_s)))
+        if wait_s > SDK_RETRY_HORIZON_S:
+            headers.append(("x-should-retry", "false"))
     return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]
