@@ -54,6 +54,7 @@ SEEDS: dict[str, dict[str, Any]] = {
         "requests": [{"model": "models/sim-gemini-embed", "content": {"parts": [{"text": "hello"}]}}]},
     "/v1/responses": {"model": "sim-chat", "input": PROMPT, "max_output_tokens": 4},
     "/v1/audio/speech": {"model": "sim-tts", "input": "hi", "voice": "alloy"},
+    "/v1/images/generations": {"model": "sim-image", "prompt": "a cat", "response_format": "b64_json"},
     "/imagetask/submit/imagine": {"prompt": "a cat"},
     "/imagetask/submit/change": {"taskId": "1", "action": "UPSCALE", "index": 1},
     "/imagetask/submit/blend": {"base64Array": [PNG, PNG]},
