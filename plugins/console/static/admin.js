@@ -73,7 +73,7 @@ const PRICE_NAMES = {
   input_per_mtok: "input / M tokens", output_per_mtok: "output / M tokens",
   cache_write_per_mtok: "cache write / M", cache_read_per_mtok: "cache read / M",
   reasoning_per_mtok: "reasoning / M", per_second: "per second", per_minute: "per minute",
-  per_task: "per task", per_mchar: "per M characters",
+  per_task: "per task", per_mchar: "per M characters", per_image: "per image",
 };
 
 export async function models(root) {
