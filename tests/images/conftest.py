@@ -46,6 +46,7 @@ IMAGE_MODELS = [
     {"id": "img-locked", "price": {"per_image": 0.001}},
     {"id": "img-tokened", "price": {"input_per_mtok": 1, "output_per_mtok": 1}},
     {"id": "img-backup", "price": {"per_image": BACKUP_PER_IMAGE_USD}},
+    {"id": "img-cut", "price": {"per_image": PER_IMAGE_USD}},  # its answer breaks off half-way
 ]
 
 
@@ -77,6 +78,13 @@ def image_upstreams(sim_url: str) -> list[dict[str, Any]]:
             "api_key": "sk-sim",
             "models": ["img-failover"],
             "priority": 1,
+        },
+        {
+            "name": "sim-images-cut",
+            "protocol": "chat",
+            "base_url": sim_url,
+            "api_key": "sk-sim-cut1",
+            "models": ["img-cut"],
         },
         {
             "name": "sim-images-wild",

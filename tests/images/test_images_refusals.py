@@ -136,3 +136,13 @@ async def test_wrong_key_is_401(images: Images) -> None:
             model="img-sim", image=("a.png", PNG_1PX, "image/png"), prompt="a hat"
         )
     assert await images.upstream_calls() == []
+
+
+async def test_an_answer_cut_half_way_is_a_502_and_costs_nothing(images: Images) -> None:
+    with pytest.raises(openai.APIStatusError) as info:
+        await images.client().images.generate(model="img-cut", prompt="a cat", n=2)
+    assert info.value.status_code == 502 and info.value.code == "upstream_error"
+    logs = await images.logs()
+    assert [(row["status"], row["charge_nano"]) for row in logs] == [(502, 0)]
+    await images.books_balance()
+    assert await images.balance() == START_NANO
