@@ -3,13 +3,17 @@
 * ``GET /admin/groups``: the config's user groups (price ratio, model allowlist, default rate
   limits) with how many live users each has;
 * ``POST /admin/upstreams/{name}/reset``: end an upstream's cool-down now, so that it is tried in
-  its normal order again (health lives in each gateway process: this resets the one that answers).
+  its normal order again. Health lives in each gateway process: the worker that answers ends its
+  own and leaves a notice for the other workers of its ``gateway serve --workers N``
+  (``gateway.runtime.workers.leave_notice``), which end theirs on its signal (``watch_resets``).
 
 Like the rest of the admin API: ``Authorization: Bearer <admin_key>``, JSON in and out.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from starlette.requests import Request
@@ -21,7 +25,11 @@ from gateway.admin.ops import upstreams
 from gateway.edge.http import endpoint, get_gateway, json_response
 from gateway.edge.openapi import documented
 from gateway.relay.families import DEFAULT_FAMILY
+from gateway.runtime.context import Gateway
 from gateway.runtime.errors import NotFound
+from gateway.runtime.workers import NOTICE_SIGNAL, NoticeBox, leave_notice
+
+RESET_TOPIC = "cooldown-reset"  # a notice's text: the upstream's name
 
 
 @endpoint(DEFAULT_FAMILY)
@@ -47,6 +55,7 @@ async def reset_upstream_route(request: Request) -> Response:
         raise NotFound(f"No upstream named {name[:100]!r}.")
     pool = get_gateway(request).upstreams
     was_cooling = pool.end_cooldown(name)
+    leave_notice(RESET_TOPIC, name)  # every other worker of this serve ends it too
     row = next(r for r in upstreams(pool, ops)["data"] if r["name"] == name)
     return json_response({**row, "was_cooling_down": was_cooling})
 
@@ -56,3 +65,20 @@ def admin_manage_routes() -> list[BaseRoute]:
         Route("/admin/groups", groups_route, methods=["GET"]),
         Route("/admin/upstreams/{name}/reset", reset_upstream_route, methods=["POST"]),
     ]
+
+
+def watch_resets(gateway: Gateway) -> None:
+    """This worker ends the cool-downs another worker was asked to end (``NOTICE_SIGNAL``)."""
+    box = NoticeBox()
+
+    def on_notice() -> None:
+        for name in box.unread(RESET_TOPIC):
+            gateway.upstreams.end_cooldown(name)
+
+    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):  # not the main thread
+        asyncio.get_running_loop().add_signal_handler(NOTICE_SIGNAL, on_notice)
+
+
+def unwatch_resets() -> None:
+    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+        asyncio.get_running_loop().remove_signal_handler(NOTICE_SIGNAL)

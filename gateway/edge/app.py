@@ -25,7 +25,7 @@ from gateway.accounts.metering.meter import Meter
 from gateway.accounts.metering.retention import RETENTION, LogRetention
 from gateway.accounts.records import RequestLog
 from gateway.admin.api import admin_routes
-from gateway.admin.manage import admin_manage_routes
+from gateway.admin.manage import admin_manage_routes, unwatch_resets, watch_resets
 from gateway.admin.ops import admin_ops_routes
 from gateway.admin.reload import reload_routes
 from gateway.admin.usage import usage_routes
@@ -192,6 +192,8 @@ def _lifespan(gateway: Gateway, body_work: BodyWorkBudget) -> Any:
                 if reloader is not None:  # SIGHUP reloads; other workers can find this one
                     watch_sighup(gateway, reloader)
                     stack.callback(unwatch_sighup)
+                    watch_resets(gateway)  # before registering: the signal would end the process
+                    stack.callback(unwatch_resets)
                     register_worker()
                     stack.callback(unregister_worker)
                     await reloader.catch_up(gateway)
