@@ -2,8 +2,8 @@
 
 SSE (``SSEParser`` for upstream streams; ``EventBlocks``, ``split_events``, ``event_data`` on the
 fast path), frames of a framing of one's own held under a limit (``FrameBuffer``), bodies decoded
-into Structs with 400s naming the field (``decode``), ``data:`` URLs, streamed multipart uploads,
-media URL checks and audio durations.
+into Structs with 400s naming the field (``decode``), ``data:`` URLs, streamed multipart uploads
+(read as they arrive, and sent upstream from a spool), media URL checks and audio durations.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from gateway.wire.decode import DECODE_FAULTS, decode, decode_body, field_error
 from gateway.wire.frames import MAX_FRAME_BYTES, FrameBuffer, FrameTooLarge
 from gateway.wire.media_url import base64_size, public_url_problem
 from gateway.wire.multipart import MultipartReader, PartData, PartEnd, PartStart, boundary_of
+from gateway.wire.multipart_form import FilePart, MultipartForm, multipart_form
 from gateway.wire.sse import EventBlocks, SSEEvent, SSEParser, event_data, split_events
 
 __all__ = [
@@ -23,8 +24,10 @@ __all__ = [
     "DataURL",
     "DataURLError",
     "EventBlocks",
+    "FilePart",
     "FrameBuffer",
     "FrameTooLarge",
+    "MultipartForm",
     "MultipartReader",
     "PartData",
     "PartEnd",
@@ -40,6 +43,7 @@ __all__ = [
     "fallback_seconds",
     "field_error",
     "inline_data",
+    "multipart_form",
     "parse_data_url",
     "public_url_problem",
     "split_events",
