@@ -54,6 +54,13 @@ async def test_edit_with_a_file_that_is_no_image(images: Images) -> None:
         )
     assert info.value.param == "image" and "PNG, JPEG or WebP" in info.value.message
     assert await images.upstream_calls() == []
+    (log,) = await images.logs()  # a refusal's log row, naming its code
+    assert (log["route"], log["status"], log["error_code"], log["charge_nano"]) == (
+        "/v1/images/edits",
+        400,
+        "invalid_request",
+        0,
+    )
 
 
 async def test_edit_mask_that_is_no_image(images: Images) -> None:
