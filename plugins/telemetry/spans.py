@@ -3,10 +3,11 @@ imports this module only when ``telemetry.otlp_endpoint`` is set).
 
 * A call is a SERVER span named ``{gen_ai.operation.name} {gen_ai.request.model}`` (the GenAI
   semantic conventions), from the moment its request head was parsed to its ``finish``: the model
-  asked for and the one that served it (a fallback's), the tokens charged, the outcome, the status,
-  the charge in nano-USD, and ``gateway.request_id`` (the ``X-Service-Request-Id`` of the answer).
+  asked for and the one that served it (a fallback's), the tokens charged, the serving upstream's
+  ``gen_ai.system``, the outcome and status, and ``gateway.request_id`` (the answer's
+  ``X-Service-Request-Id``, the request log row's id: who called, the charge and the rest are there).
 * Each upstream attempt is a CLIENT span under it, named after the upstream's model id: the
-  upstream's name and address, the attempt's number (``gateway.retry`` from the second on), the
+  upstream's name and host, the attempt's number (``gateway.retry`` from the second on), the
   status it answered or why it failed. An answered attempt's span lasts until the answer was
   relayed whole (a stream's last byte), not just its first byte.
 * A client's W3C ``traceparent`` (and ``tracestate``) makes the call a child of the client's span;
@@ -44,14 +45,9 @@ from gateway.api.relay import CallContext, Target
 SCOPE_NAME = "model-gateway"  # the instrumentation scope of every span
 EXPORT_TIMEOUT_S = 10.0  # one export request to the collector
 TRACES_PATH = "/v1/traces"  # under the collector's base URL, as the SDK's own OTEL_EXPORTER_OTLP_ENDPOINT
-# An upstream protocol's GenAI provider: (gen_ai.system, the older attribute; gen_ai.provider.name).
-_PROVIDERS: dict[str, tuple[str, str]] = {
-    "chat": ("openai", "openai"),
-    "responses": ("openai", "openai"),
-    "messages": ("anthropic", "anthropic"),
-    "v1beta": ("gemini", "gcp.gemini"),
-}
-_AZURE = ("az.ai.openai", "azure.ai.openai")
+# An upstream protocol's gen_ai.system (the GenAI conventions' well-known values).
+_SYSTEMS = {"chat": "openai", "responses": "openai", "messages": "anthropic", "v1beta": "gemini"}
+TRACEPARENT = "traceparent"
 _EMBEDDING_PATHS = ("/embeddings", ":embedContent", ":batchEmbedContents")
 
 
@@ -72,17 +68,16 @@ def operation_of(route: str, family: str) -> str:
     return "chat"
 
 
-def provider_of(target: Target) -> tuple[str, str]:
+def system_of(target: Target) -> str:
     if target.upstream.style == "azure":
-        return _AZURE
-    return _PROVIDERS.get(target.protocol, (target.protocol, target.protocol))
+        return "az.ai.openai"
+    return _SYSTEMS.get(target.protocol, target.protocol)
 
 
 @lru_cache(maxsize=256)
-def _address(base_url: str) -> tuple[str, int]:
-    """``server.address`` and ``server.port`` of an upstream (base URLs are checked at load)."""
-    parts = urlsplit(base_url)
-    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+def _host(base_url: str) -> str:
+    """An upstream's ``server.address`` (base URLs are checked at load)."""
+    return urlsplit(base_url).hostname or ""
 
 
 class _Call:
@@ -95,6 +90,15 @@ class _Call:
         self.operation = operation
         self.attempt: Span | None = None  # the attempt open now (or answered, until the call ends)
         self.target: Target | None = None  # its upstream
+
+
+class _Passed:
+    """A call not sampled: the trace context its attempts pass upstream (``CallContext.trace``)."""
+
+    __slots__ = ("headers",)
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        self.headers = headers
 
 
 def _epoch_ns(perf_counter_s: float) -> int:
@@ -124,27 +128,33 @@ class CallTracer:
         self.flush(timeout_s)
         self._provider.shutdown()
 
+    # Each attribute costs CPU twice (checked when set, encoded when exported: most of what a span
+    # costs), so a span carries what the GenAI conventions and the brief name, and what an operator
+    # finds nowhere else; the request log row (``gateway.request_id``) holds the rest.
+
     @hookimpl
     def gateway_call_started(self, ctx: CallContext, headers: Mapping[str, str]) -> None:
         operation = operation_of(ctx.route, ctx.family)
-        key = ctx.principal.key
+        parent = self._propagator.extract(headers) if TRACEPARENT in headers else None
         span = self._tracer.start_span(
             f"{operation} {ctx.model.id}",
-            context=self._propagator.extract(headers),
+            context=parent,
             kind=SpanKind.SERVER,
             start_time=_epoch_ns(ctx.arrived if ctx.arrived is not None else ctx.started),
             attributes={
                 "gen_ai.operation.name": operation,
                 "gen_ai.request.model": ctx.model.id,
                 "gateway.request_id": ctx.request_id,
-                "gateway.family": ctx.family,
-                "gateway.stream": ctx.is_stream,
-                "url.path": ctx.route,
-                "gateway.user_id": key.user_id,
-                "gateway.key_id": key.id,
             },
         )
-        ctx.trace = _Call(span, operation)
+        if span.is_recording():
+            ctx.trace = _Call(span, operation)
+            return
+        # Not sampled: nothing is recorded, and each attempt passes the call's own trace context on
+        # (its sampled flag off), worked out once here.
+        passed: dict[str, str] = {}
+        self._propagator.inject(passed, context=trace.set_span_in_context(span))
+        ctx.trace = _Passed(passed)
 
     @hookimpl
     def gateway_attempt_started(
@@ -152,27 +162,25 @@ class CallTracer:
     ) -> None:
         call = ctx.trace
         if not isinstance(call, _Call):
+            if isinstance(call, _Passed):
+                headers.update(call.headers)
             return
         if call.attempt is not None:  # an earlier attempt not reported as ended: it is over now
             call.attempt.end()
-        system, provider = provider_of(target)
-        host, port = _address(target.upstream.base_url)
+        attributes: dict[str, str | int | bool] = {
+            "gen_ai.request.model": target.upstream_model,
+            "gen_ai.system": system_of(target),
+            "gateway.upstream": target.name,
+            "gateway.attempt": number,
+            "server.address": _host(target.upstream.base_url),
+        }
+        if number > 1:
+            attributes["gateway.retry"] = True
         span = self._tracer.start_span(
             f"{call.operation} {target.upstream_model}",
             context=trace.set_span_in_context(call.span),
             kind=SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": call.operation,
-                "gen_ai.request.model": target.upstream_model,
-                "gen_ai.system": system,
-                "gen_ai.provider.name": provider,
-                "gateway.upstream": target.name,
-                "gateway.upstream.protocol": target.protocol,
-                "gateway.attempt": number,
-                "gateway.retry": number > 1,
-                "server.address": host,
-                "server.port": port,
-            },
+            attributes=attributes,
         )
         call.attempt, call.target = span, target
         self._propagator.inject(headers, context=trace.set_span_in_context(span))
@@ -185,11 +193,14 @@ class CallTracer:
         if not isinstance(call, _Call) or call.attempt is None:
             return
         span = call.attempt
+        if error is None:  # answered: the span ends with the call, once the answer was relayed
+            if status is not None:
+                span.set_attribute("http.response.status_code", status)
+            return
         if status is not None:
-            span.set_attribute("http.response.status_code", status)
-        if error is None:
-            return  # answered: the span ends with the call, once the answer was relayed
-        span.set_attribute("error.type", str(status) if status is not None else "upstream_failure")
+            span.set_attributes({"http.response.status_code": status, "error.type": str(status)})
+        else:
+            span.set_attribute("error.type", "upstream_failure")
         span.set_status(Status(StatusCode.ERROR, error))
         span.end()
         call.attempt = None
@@ -209,12 +220,9 @@ class CallTracer:
             "gen_ai.usage.output_tokens": log.completion_tokens,
             "http.response.status_code": log.status,
             "gateway.outcome": log.outcome,
-            "gateway.attempts": log.attempts,
-            "gateway.charge_nano": log.charge_nano,
         }
         if call.target is not None:
-            attributes["gen_ai.system"], attributes["gen_ai.provider.name"] = provider_of(call.target)
-            attributes["gateway.upstream"] = call.target.name
+            attributes["gen_ai.system"] = system_of(call.target)
         if ctx.asked_model is not None:
             attributes["gateway.fallback_from"] = ctx.asked_model
         if log.error_code is not None:

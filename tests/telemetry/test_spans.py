@@ -67,17 +67,16 @@ async def test_chat_call_span_and_attempt(
     assert reply.usage is not None
     assert attrs["gen_ai.usage.input_tokens"] == reply.usage.prompt_tokens
     assert attrs["gen_ai.usage.output_tokens"] == reply.usage.completion_tokens == 5
-    assert attrs["gen_ai.system"] == attrs["gen_ai.provider.name"] == "openai"
+    assert attrs["gen_ai.system"] == "openai"
     assert attrs["http.response.status_code"] == 200 and attrs["gateway.outcome"] == "success"
-    assert attrs["gateway.upstream"] == "t-up" and attrs["gateway.attempts"] == 1
-    row = await _log_row(traced_gw, rid)
-    assert attrs["gateway.charge_nano"] == row["charge_nano"] > 0
-    assert attrs["gateway.user_id"] == traced_gw.user["id"]
+    row = await _log_row(traced_gw, rid)  # the span's request id is the request log's
+    assert (row["model"], row["completion_tokens"], row["upstream"]) == ("t-chat", 5, "t-up")
     assert span.status_code != STATUS_ERROR
     [attempt] = collector.children(span)
     assert attempt.kind == CLIENT and attempt.name == "chat sim-chat"
     assert attempt.attributes["gateway.upstream"] == "t-up"
-    assert attempt.attributes["gateway.attempt"] == 1 and attempt.attributes["gateway.retry"] is False
+    assert attempt.attributes["gateway.attempt"] == 1 and "gateway.retry" not in attempt.attributes
+    assert attempt.attributes["gen_ai.system"] == "openai"
     assert attempt.attributes["http.response.status_code"] == 200
     assert attempt.attributes["server.address"] == "127.0.0.1"
     assert span.start_ns <= attempt.start_ns <= attempt.end_ns <= span.end_ns
@@ -111,11 +110,10 @@ async def test_failover_is_one_span_per_attempt(
         model="t-flaky", messages=[{"role": "user", "content": prompt}]
     )
     span = await call_span(traced_gw, collector, raw.headers["x-service-request-id"])
-    assert span.attributes["gateway.attempts"] == 2 and span.attributes["gateway.upstream"] == "t-up"
     failed, answered = collector.children(span)
     assert failed.attributes["gateway.upstream"] == "t-broken" and failed.status_code == STATUS_ERROR
     assert failed.attributes["http.response.status_code"] == 503
-    assert failed.attributes["gateway.retry"] is False
+    assert "gateway.retry" not in failed.attributes
     assert answered.attributes["gateway.upstream"] == "t-up" and answered.status_code != STATUS_ERROR
     assert answered.attributes["gateway.attempt"] == 2 and answered.attributes["gateway.retry"] is True
     # Each attempt passed its own span upstream.
@@ -167,8 +165,7 @@ async def test_anthropic_stream_span(traced_gw: GatewayHandle, collector: Collec
     events = [event async for event in await raw.parse()]
     output = [e.usage.output_tokens for e in events if e.type == "message_delta"][-1]
     span = await call_span(traced_gw, collector, raw.headers["x-service-request-id"])
-    assert span.name == "chat sim-claude" and span.attributes["gateway.stream"] is True
-    assert span.attributes["gen_ai.provider.name"] == "anthropic"
+    assert span.name == "chat sim-claude" and span.attributes["gen_ai.system"] == "anthropic"
     assert span.attributes["gen_ai.usage.output_tokens"] == output == 5
     [attempt] = collector.children(span)
     # The answered attempt lasts until the stream was relayed whole.
@@ -196,20 +193,15 @@ async def test_gemini_spans_whole_and_streamed(traced_gw: GatewayHandle, collect
     span = await call_span(traced_gw, collector, rid)
     assert span.name == "generate_content sim-gemini"
     assert span.attributes["gen_ai.operation.name"] == "generate_content"
-    assert span.attributes["gen_ai.provider.name"] == "gcp.gemini"
+    assert span.attributes["gen_ai.system"] == "gemini"
     assert reply.usage_metadata is not None
     assert span.attributes["gen_ai.usage.output_tokens"] == reply.usage_metadata.candidates_token_count
-    streamed = [
-        s
-        for s in collector.spans
-        if s.kind == SERVER
-        and s.attributes["gateway.stream"]
-        and s.attributes["gen_ai.request.model"] == "sim-gemini"
-    ]
-    while not streamed:  # the stream's span ends once its relay finished
-        await call_span(traced_gw, collector, rid)
-        streamed = [s for s in collector.spans if s.kind == SERVER and s.attributes["gateway.stream"]]
-    assert streamed[0].attributes["gen_ai.usage.output_tokens"] == 5
+    # The stream's span, ended once its relay finished.
+    first = chunks[0].sdk_http_response
+    assert first is not None and first.headers is not None
+    streamed = await call_span(traced_gw, collector, first.headers["x-service-request-id"])
+    assert streamed.name == "generate_content sim-gemini"
+    assert streamed.attributes["gen_ai.usage.output_tokens"] == 5
 
 
 async def test_embeddings_operation(traced_gw: GatewayHandle, collector: Collector) -> None:

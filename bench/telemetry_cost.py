@@ -1,0 +1,217 @@
+"""``python -m bench.telemetry_cost [ROUNDS] [SECONDS] [SAMPLE_RATIO]``: the CPU per call that
+OpenTelemetry traces add (``plugins.telemetry``), at concurrency 16.
+
+Two ``gateway serve`` processes (one worker each, the default server) on the bench's config and
+upstream (``procs.start_upstream``: the simulator behind the replaying front): one with telemetry
+off, one exporting the sampled calls' spans (``sample_ratio``, 1 by default) to a local OTLP/HTTP collector (a
+process of this module that decodes each export and counts its spans). Same-format chat, whole and
+streamed, loaded with wrk at 16 connections, the two gateways measured in turn round after round
+(``measure.interleaved``: medians, after an untimed warm-up); CPU per call from /proc of each
+gateway's process tree, the SDK's export thread included. The collector's count is checked
+against the calls made: traces that were dropped would make the figure look cheaper than it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import aiohttp
+from aiohttp import web
+
+from bench import measure, procs, wrk
+from bench.measure import Target
+from bench.scenarios import all_scenarios
+
+ADMIN_KEY = "bench-admin-key"
+CONNECTIONS = 16
+SCENARIOS = ("chat", "chat stream")
+
+
+def _collector(port: int) -> None:
+    """The OTLP/HTTP collector: spans decoded and counted (``GET /count``)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
+    )
+
+    received = {"spans": 0}
+    answer = ExportTraceServiceResponse().SerializeToString()
+
+    async def export(request: web.Request) -> web.Response:
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(await request.read())
+        received["spans"] += sum(len(s.spans) for r in message.resource_spans for s in r.scope_spans)
+        return web.Response(body=answer, content_type="application/x-protobuf")
+
+    async def count(request: web.Request) -> web.Response:
+        return web.Response(text=str(received["spans"]))
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/v1/traces", export)
+    app.router.add_get("/count", count)
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+async def _make_key(base: str) -> str:
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    async with aiohttp.ClientSession() as session:
+        async with session.post(
+            f"{base}/admin/users", json={"name": "bench", "quota_usd": 10_000_000}, headers=admin
+        ) as r:
+            user = await r.json()
+        async with session.post(
+            f"{base}/admin/keys", json={"user_id": user["id"], "name": "bench"}, headers=admin
+        ) as r:
+            return str((await r.json())["key"])
+
+
+def _spans(collector: str) -> int:
+    with urllib.request.urlopen(f"{collector}/count", timeout=10) as answer:
+        return int(answer.read())
+
+
+def main() -> int:
+    if not wrk.available():
+        print("wrk is not installed (apt-get install -y wrk)", file=sys.stderr)
+        return 2
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    seconds = float(sys.argv[2]) if len(sys.argv) > 2 else 3.0
+    ratio = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
+    scenarios = [s for s in all_scenarios(32, 10_000) if s.name in SCENARIOS]
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        log = tmp / "processes.log"
+        sim_port, off_port, on_port, otlp_port = (procs.free_port() for _ in range(4))
+        started = procs.start_upstream(sim_port, log)
+        try:
+            collector = procs._spawn(["-m", "bench.telemetry_cost", "collector", str(otlp_port)], log)
+            started.append(collector)
+            procs.wait_listening(otlp_port, collector)
+            collector_url = f"http://127.0.0.1:{otlp_port}"
+            off_config = procs.write_config(tmp, "off", off_port, sim_port, ADMIN_KEY)
+            on_config = procs.write_config(tmp, "on", on_port, sim_port, ADMIN_KEY)
+            with on_config.open("a") as config:
+                config.write(f'telemetry: {{otlp_endpoint: "{collector_url}", sample_ratio: {ratio}}}\n')
+            server = "granian"
+            off = procs.start_gateway(off_config, off_port, server, log)
+            started.append(off)
+            on = procs.start_gateway(on_config, on_port, server, log)
+            started.append(on)
+            targets = [
+                Target(
+                    name,
+                    f"http://127.0.0.1:{port}",
+                    proc.pid,
+                    asyncio.run(_make_key(f"http://127.0.0.1:{port}")),
+                    False,
+                )
+                for name, port, proc in (("off", off_port, off), ("on", on_port, on))
+            ]
+            calls_on = 0
+            for scenario in scenarios:
+                for target in targets:
+                    measure.check(target, scenario)
+                figures = measure.interleaved(targets, scenario, CONNECTIONS, seconds, rounds)
+                off_f, on_f = figures
+                overhead = (on_f.cpu_us / off_f.cpu_us - 1) * 100
+                print(
+                    f"{scenario.name:12} c={CONNECTIONS}: CPU per call off {off_f.cpu_us:.0f} us, "
+                    f"on {on_f.cpu_us:.0f} us ({overhead:+.1f}%); "
+                    f"rps off {off_f.rps:.0f}, on {on_f.rps:.0f}; "
+                    f"errors {off_f.errors + on_f.errors}",
+                    flush=True,
+                )
+                calls_on += on_f.requests
+            asyncio.run(asyncio.sleep(6))  # the batch processor's last scheduled export (5 s)
+            print(
+                f"sample_ratio {ratio}: spans received by the collector: {_spans(collector_url)} "
+                f"(2 per sampled call; {calls_on} calls timed on the traced gateway)",
+                flush=True,
+            )
+        finally:
+            for proc in reversed(started):
+                procs.stop(proc)
+    return 0
+
+
+def hooks(ratio: float, calls: int = 20_000, rounds: int = 3) -> float:
+    """The plugin's own CPU per call, in this process: the four hooks of a call with one attempt,
+    then the batch processor's export of the spans (encoding and HTTP to the collector) waited
+    for; the best of ``rounds``. Exact where the wrk runs' figures drift with the machine's load."""
+    from types import SimpleNamespace
+
+    from gateway.accounts.records import RequestLog
+    from plugins.telemetry.spans import CallTracer
+
+    port = procs.free_port()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        collector = procs._spawn(
+            ["-m", "bench.telemetry_cost", "collector", str(port)], Path(tmp_name) / "collector.log"
+        )
+        try:
+            procs.wait_listening(port, collector)
+            settings = SimpleNamespace(service_name="bench", sample_ratio=ratio)
+            gateway = SimpleNamespace(config=SimpleNamespace(telemetry=settings), instance_id="bench")
+            tracer = CallTracer(gateway, f"http://127.0.0.1:{port}")  # type: ignore[arg-type]
+            upstream = SimpleNamespace(name="sim-openai", base_url="http://127.0.0.1:8101", style="standard")
+            target = SimpleNamespace(
+                upstream=upstream, upstream_model="sim-chat", protocol="chat", name="sim-openai"
+            )
+            log = RequestLog(
+                request_id="req_1",
+                created_at=time.time(),
+                user_id=1,
+                key_id=1,
+                token_name="t",
+                route="/v1/chat/completions",
+                family="chat",
+                model="sim-chat",
+                status=200,
+                outcome="success",
+                use_time_ms=12,
+                prompt_tokens=20,
+                completion_tokens=40,
+                charge_nano=75_000,
+                upstream="sim-openai",
+                attempts=1,
+            )
+            best = float("inf")
+            for _ in range(rounds):
+                started = time.process_time()
+                for i in range(calls):
+                    ctx = SimpleNamespace(
+                        route="/v1/chat/completions",
+                        family="chat",
+                        model=SimpleNamespace(id="sim-chat"),
+                        request_id=f"req_{i}",
+                        arrived=time.perf_counter(),
+                        started=0.0,
+                        asked_model=None,
+                        trace=None,
+                    )
+                    tracer.gateway_call_started(ctx, {})  # type: ignore[arg-type]
+                    tracer.gateway_attempt_started(ctx, target, 1, {})  # type: ignore[arg-type]
+                    tracer.gateway_attempt_ended(ctx, target, 200, None)  # type: ignore[arg-type]
+                    tracer.gateway_call_finished(ctx, log)  # type: ignore[arg-type]
+                tracer.flush(60)
+                best = min(best, (time.process_time() - started) / calls)
+            tracer.close(10)
+        finally:
+            procs.stop(collector)
+    return best * 1e6
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "collector":
+        _collector(int(sys.argv[2]))
+        sys.exit(0)
+    if len(sys.argv) >= 2 and sys.argv[1] == "hooks":
+        for ratio in map(float, sys.argv[2:] or ["1.0"]):
+            print(f"sample_ratio {ratio}: {hooks(ratio):.1f} us of CPU per call", flush=True)
+        sys.exit(0)
+    sys.exit(main())
