@@ -24,6 +24,7 @@ from gateway.api.accounts import (
     NANO_PER_USD,
     DailyCost,
     KeyRecord,
+    LogFilter,
     RequestLog,
     UserRecord,
     budget_json,
@@ -35,6 +36,7 @@ MAX_USAGE_DAYS = 100  # spec section 8: usage query span
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 MAX_PAGE = 1_000_000_000  # keeps the row offset far inside a 64-bit integer
+MAX_ROW_ID = 10**12 - 1  # the largest number _INT reads
 _NANO_PER_CENT = NANO_PER_USD // 100
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _INT = re.compile(r"[0-9]{1,12}")
@@ -185,19 +187,22 @@ async def user_self(request: Request) -> Response:
 
 @endpoint(DEFAULT_FAMILY)
 async def log_self(request: Request) -> Response:
-    """One page of the account's request log, newest first (``page`` from 1, ``page_size`` 1-100)."""
+    """One page of the account's request log, newest first (``page`` from 1, ``page_size`` 1-100;
+    ``before``: the previous page's ``next_before``, the next page at the same cost at any depth)."""
     gw = get_gateway(request)
     user = await gw.auth.authenticate_user_token(request)
     page = _int_param(request, "page", 1, 1, MAX_PAGE)
     page_size = _int_param(request, "page_size", DEFAULT_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+    before = _int_param(request, "before", 0, 1, MAX_ROW_ID) or None
     await gw.meter.settled()  # read your writes: a call answered a moment ago is listed
-    result = await gw.storage.log_page(user.id, page, page_size)
+    result = await gw.storage.query_logs(LogFilter(user_id=user.id, before=before), page, page_size)
     rate = gw.config.billing.rmb_per_usd
     return _envelope({
         "items": [log_item(log, rate) for log in result.items],
         "total": result.total,
         "page": page,
         "page_size": page_size,
+        "next_before": result.next_before,
     })
 
 

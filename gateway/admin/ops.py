@@ -110,7 +110,7 @@ async def adjust(ops: AdminOps, user_id: int, body: Adjust, rid: str) -> dict[st
 async def logs(ops: AdminOps, where: LogFilter, page: int, page_size: int) -> dict[str, Any]:
     found = await ops.storage.query_logs(where, page, page_size)
     return {"data": [log_json(log) for log in found.items], "total": found.total,
-            "page": page, "page_size": page_size}
+            "page": page, "page_size": page_size, "next_before": found.next_before}
 
 
 def upstreams(pool: UpstreamPool, ops: AdminOps) -> dict[str, Any]:
@@ -163,7 +163,8 @@ def log_filter(request: Request, user_id: int | None = None) -> LogFilter:
         status=int_query(request, "status", 100, 599),
         request_id=q.get("request_id") or None,
         since=int_query(request, "since", 0, INT64_MAX),
-        until=int_query(request, "until", 0, INT64_MAX))
+        until=int_query(request, "until", 0, INT64_MAX),
+        before=int_query(request, "before", 1, INT64_MAX))
 
 
 def paging(request: Request) -> tuple[int, int]:

@@ -9,7 +9,10 @@ from raw rows, so a year of a busy gateway is as quick as a day. Query parameter
   absent: one series, key null). ``upstream`` series carry calls, errors and latency only;
 * ``since``, ``until``: Unix seconds, widened to whole buckets (``since`` down, ``until`` up);
   default: the last 30 days (hour: the last 24 hours). At most ``MAX_BUCKETS`` buckets;
-* ``user_id``, ``key_id``, ``model``: only those calls (not with ``group_by=upstream``).
+* ``user_id``, ``key_id``, ``model``: only those calls (not with ``group_by=upstream``);
+* ``top``: only the ``top`` series that spent most (then most calls), the rest summed in ``others``;
+  0: every series. Default ``DEFAULT_TOP`` by user or key (hundreds of users' hourly points are
+  megabytes no chart shows), every series otherwise.
 
 The answer (documented in docs/operations.md and the OpenAPI document): ``UsageAnswer``.
 """
@@ -17,8 +20,9 @@ The answer (documented in docs/operations.md and the OpenAPI document): ``UsageA
 from __future__ import annotations
 
 import datetime
+import operator
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -29,7 +33,7 @@ from starlette.routing import BaseRoute, Route
 from gateway.accounts.money import nano_to_usd
 from gateway.admin.api import INT64_MAX, _ops
 from gateway.admin.ops import int_query
-from gateway.edge.http import endpoint, get_gateway, json_response
+from gateway.edge.http import body_response, endpoint, get_gateway
 from gateway.edge.openapi import documented
 from gateway.relay.families import DEFAULT_FAMILY
 from gateway.runtime.errors import InvalidRequest
@@ -80,22 +84,21 @@ class UsageAnswer(msgspec.Struct):
     since: int
     until: int
     totals: UsageFigures
-    series: list[UsageSeries]
+    series: list[UsageSeries]  # the ``top`` biggest spenders (all with top=0), biggest first
+    others: UsageSeries | None = None  # every series past ``top`` summed (key null); null if none
+    series_count: int = 0  # how many series there are in all, ``others`` counting its members
 
 
 _SUMMED = tuple(f for f in UsageFigures.__struct_fields__ if f != "cost_usd")
 _COST_AT = _SUMMED.index("cost_nano")
 _CALLS_AT = _SUMMED.index("calls")
 _POINT: Callable[..., UsagePoint] = UsagePoint  # built from positional values (``_point``)
-
-
-def _add(into: list[int], values: tuple[int, ...]) -> None:
-    for i, v in enumerate(values):
-        into[i] += v
-
-
-def _figures(sums: list[int], cls: type[UsageFigures] = UsageFigures, **extra: int) -> Any:
-    return cls(**dict(zip(_SUMMED, sums, strict=True)), cost_usd=nano_to_usd(sums[_COST_AT]), **extra)
+_FIGURES: Callable[..., UsageFigures] = UsageFigures
+_ZERO = (0,) * len(_SUMMED)
+# A roll-up row is (start, key, *the sums in _SUMMED order): ``answer`` reads them by position.
+assert UsageRow.__struct_fields__[2:] == _SUMMED
+DEFAULT_TOP = 20  # series of a group_by user or key unless ``top`` says otherwise; the rest in ``others``
+MAX_TOP = 10_000
 
 
 def _month_start(ts: int) -> int:
@@ -132,40 +135,55 @@ def bucket_count(bucket: Bucket, since: int, until: int) -> int:
 
 
 def answer(bucket: Bucket, group_by: GroupBy | None, since: int, until: int,
-           rows: list[UsageRow]) -> UsageAnswer:
+           rows: list[UsageRow], top: int = 0) -> UsageAnswer:
     """Roll-up rows (per hour or day, one per bucket and key already) as the series of the answer,
-    months summed from days. Sums are plain lists while adding: a day of hours by user is
-    thousands of rows, and this is most of the answer's time."""
-    zero = [0] * len(_SUMMED)
-    series: dict[int | str | None, tuple[list[int], dict[int, list[int]]]] = {}
+    months summed from days; with ``top``, only the ``top`` biggest spenders' series and the rest
+    summed in ``others``. Values are plain tuples summed column by column in C (``zip``, ``map``):
+    a day of hours by user is thousands of rows, and per-value Python loops were most of the time."""
+    series: dict[int | str | None, dict[int, tuple[int, ...]]] = {}
     month_of: dict[int, int] = {}
     for row in rows:
-        values = [getattr(row, name) for name in _SUMMED]
-        sums, points = series.setdefault(row.key, (list(zero), {}))
+        values = msgspec.structs.astuple(row)
+        start: int = values[0]
         if bucket == "month":
-            start = month_of.get(row.start) or month_of.setdefault(row.start, _month_start(row.start))
-            point = points.get(start)
-            if point is None:
-                points[start] = values
-            else:
-                _add(point, tuple(values))
-        else:
-            points[row.start] = values
-        _add(sums, tuple(values))
-    totals = list(zero)
-    for sums, _ in series.values():
-        _add(totals, tuple(sums))
+            start = month_of.get(start) or month_of.setdefault(start, _month_start(start))
+        points = series.setdefault(row.key, {})
+        point = points.get(start)
+        points[start] = values[2:] if point is None else tuple(map(operator.add, point, values[2:]))
+    sums_of = {key: _column_sums(points.values()) for key, points in series.items()}
     # The biggest spenders first (a chart's legend order), then by calls, then by key.
-    ordered = sorted(series.items(),
-                     key=lambda item: (-item[1][0][_COST_AT], -item[1][0][_CALLS_AT], str(item[0])))
+    ordered = sorted(series, key=lambda k: (-sums_of[k][_COST_AT], -sums_of[k][_CALLS_AT], str(k)))
+    kept, rest = (ordered[:top], ordered[top:]) if top else (ordered, [])
+    others = None
+    if rest:
+        merged: dict[int, tuple[int, ...]] = {}
+        for key in rest:
+            for start, values in series[key].items():
+                point = merged.get(start)
+                merged[start] = values if point is None else tuple(map(operator.add, point, values))
+        others = _series(None, _column_sums(sums_of[k] for k in rest), merged)
     return UsageAnswer(
-        object="usage", bucket=bucket, group_by=group_by, since=since, until=until, totals=_figures(totals),
-        series=[UsageSeries(key=key, totals=_figures(sums), points=[
-            _point(start, p) for start, p in sorted(points.items())])
-            for key, (sums, points) in ordered])
+        object="usage", bucket=bucket, group_by=group_by, since=since, until=until,
+        totals=_figures(_column_sums(sums_of.values())),
+        series=[_series(key, sums_of[key], series[key]) for key in kept],
+        others=others, series_count=len(ordered))
 
 
-def _point(start: int, sums: list[int]) -> UsagePoint:
+def _column_sums(rows: Iterable[Sequence[int]]) -> tuple[int, ...]:
+    return tuple(map(sum, zip(*rows, strict=True))) or _ZERO
+
+
+def _series(key: int | str | None, sums: Sequence[int], points: dict[int, tuple[int, ...]]) -> UsageSeries:
+    return UsageSeries(key=key, totals=_figures(sums),
+                       points=[_point(start, p) for start, p in sorted(points.items())])
+
+
+def _figures(sums: Sequence[int]) -> Any:
+    cut = _COST_AT + 1
+    return _FIGURES(*sums[:cut], nano_to_usd(sums[_COST_AT]), *sums[cut:])
+
+
+def _point(start: int, sums: Sequence[int]) -> UsagePoint:
     # Positional: the fields in _SUMMED order, cost_usd after cost_nano (kwargs cost twice as much).
     cut = _COST_AT + 1
     return _POINT(*sums[:cut], nano_to_usd(sums[_COST_AT]), *sums[cut:], start)
@@ -182,7 +200,8 @@ def _choice(request: Request, name: str, choices: tuple[str, ...], default: str 
 
 
 @endpoint(DEFAULT_FAMILY)
-@documented("Usage over time from the roll-ups (bucket, group_by, since, until, user_id, key_id, model)",
+@documented("Usage over time from the roll-ups (bucket, group_by, top, since, until, user_id, key_id, "
+            "model)",
             response=UsageAnswer)
 async def usage_route(request: Request) -> Response:
     _ops(request)  # the admin key
@@ -199,6 +218,8 @@ async def usage_route(request: Request) -> Response:
     user_id = int_query(request, "user_id", 1, INT64_MAX)
     key_id = int_query(request, "key_id", 1, INT64_MAX)
     model = request.query_params.get("model") or None
+    top = int_query(request, "top", 0, MAX_TOP, DEFAULT_TOP if group_by in ("user", "key") else 0)
+    assert top is not None
     if group_by == "upstream" and (user_id or key_id or model):
         raise InvalidRequest("Invalid value for `group_by`: upstream series cannot be filtered by "
                              "user_id, key_id or model.", param="group_by")
@@ -207,7 +228,8 @@ async def usage_route(request: Request) -> Response:
     rows = await gateway.storage.usage_rows(UsageQuery(
         span_s=HOUR_S if bucket == "hour" else DAY_S, since=since, until=until, group_by=group_by,
         user_id=user_id, key_id=key_id, model=model))
-    return json_response(answer(bucket, group_by, since, until, rows))
+    # Encoded by msgspec straight from the Structs: a dict per point first cost as much as the rest.
+    return body_response(msgspec.json.encode(answer(bucket, group_by, since, until, rows, top)))
 
 
 def usage_routes() -> list[BaseRoute]:

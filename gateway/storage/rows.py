@@ -52,6 +52,8 @@ class DailyCost(msgspec.Struct):
 class LogPage(msgspec.Struct):
     items: list[RequestLog]
     total: int
+    # The id of the page's last row when the page is full: ``LogFilter.before`` for the next page.
+    next_before: int | None = None
 
 
 class TaskRecord(msgspec.Struct, omit_defaults=True):
@@ -184,6 +186,9 @@ class LogFilter(msgspec.Struct, omit_defaults=True):
     request_id: str | None = None
     since: float | None = None
     until: float | None = None
+    # Keyset paging: only rows listed after the row with this id (the previous page's
+    # ``next_before``); a page reached this way costs the same at any depth, unlike an offset.
+    before: int | None = None
 
 
 class IdempotencyEntry(msgspec.Struct, frozen=True):

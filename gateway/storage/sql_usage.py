@@ -20,6 +20,7 @@ replicas sharing a PostgreSQL database can win while the holder renews it.
 from __future__ import annotations
 
 import datetime
+import math
 from typing import Any
 
 import msgspec
@@ -51,13 +52,22 @@ def _sums(columns: dict[str, str]) -> str:
 def log_where(where: LogFilter) -> tuple[str, list[Any]]:
     """The WHERE clause (never empty) and its arguments for a log filter."""
     clauses, args = _equal(where, {"request_id": where.request_id})
+    # The time bounds as literals, not parameters: PostgreSQL switches a prepared statement to a
+    # generic plan after a few runs, and a generic plan cannot see how narrow a range is (once a
+    # scan of the time index for a filter its user index answers at once).
     if where.since is not None:
-        clauses.append("created_at >= ?")
-        args.append(float(where.since))
+        clauses.append(f"created_at >= {_seconds(where.since)}")
     if where.until is not None:
-        clauses.append("created_at < ?")
-        args.append(float(where.until))
+        clauses.append(f"created_at < {_seconds(where.until)}")
     return " AND ".join(clauses), args
+
+
+def _seconds(ts: float) -> str:
+    """A time as an SQL literal (repr of a float reads back exactly; never NaN or infinite)."""
+    value = float(ts)
+    if not math.isfinite(value):
+        raise ValueError(f"not a time: {ts!r}")
+    return repr(value)
 
 
 def _equal(where: LogFilter, extra: dict[str, Any] | None = None) -> tuple[list[str], list[Any]]:
@@ -97,13 +107,24 @@ class SqlUsage(SqlStorage):
     async def query_logs(self, where: LogFilter, page: int, page_size: int) -> LogPage:
         page, page_size = max(page, 1), max(page_size, 1)
         clause, args = log_where(where)
+        offset = (page - 1) * page_size
         async with self._snapshot() as tx:
-            total = await self._count(tx, where)
+            total = await self._count(tx, where)  # all the filter's rows: the cursor does not count
+            if where.before is not None:  # keyset: the rows after the cursor's row (the page is ignored)
+                cursor = await tx.fetchall("SELECT created_at FROM request_logs WHERE id = ?",
+                                           (where.before,))
+                if not cursor:  # pruned by retention, with every older row, or never there
+                    return LogPage(items=[], total=total)
+                at = _seconds(cursor[0]["created_at"])
+                # The first clause alone is what the time indexes answer; the second breaks ties.
+                clause += f" AND created_at <= {at} AND (created_at < {at} OR id < {int(where.before)})"
+                offset = 0
             rows = await tx.fetchall(
-                f"SELECT {', '.join(m.LOG_FIELDS)} FROM request_logs WHERE {clause} "
+                f"SELECT id AS row_id, {', '.join(m.LOG_FIELDS)} FROM request_logs WHERE {clause} "
                 "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-                (*args, page_size, (page - 1) * page_size))
-        return LogPage(items=[m.log_from_row(r) for r in rows], total=total)
+                (*args, page_size, offset))
+        next_before = int(rows[-1]["row_id"]) if len(rows) == page_size else None
+        return LogPage(items=[m.log_from_row(r) for r in rows], total=total, next_before=next_before)
 
     async def log_page(self, user_id: int, page: int, page_size: int) -> LogPage:
         return await self.query_logs(LogFilter(user_id=user_id), page, page_size)

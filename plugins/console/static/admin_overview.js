@@ -62,24 +62,27 @@ function overTime(answer) {
 
 function byDimension(answer, dimension, names) {
   const name = (key) => (key === null ? "—" : names[key] ? `${names[key]} (#${key})` : String(key));
-  const rows = answer.series;
+  // By user or key the answer holds the top spenders (its default top) and the rest summed in
+  // `others`: one last row, so the table still adds up to the totals.
+  const rest = answer.series_count - answer.series.length;
+  const rows = answer.others ? [...answer.series, { ...answer.others, others: `${count(rest)} others` }] : answer.series;
   const cols = [
-    { title: dimension[0].toUpperCase() + dimension.slice(1), cell: (s) => name(s.key) },
+    { title: dimension[0].toUpperCase() + dimension.slice(1), cell: (s) => s.others || name(s.key) },
     { title: "Spend", cell: (s) => usd(s.totals.cost_usd), class: "num" },
     { title: "Calls", cell: (s) => count(s.totals.calls), class: "num" },
     { title: "Errors", cell: (s) => `${count(s.totals.errors)} (${pct(s.totals.errors, s.totals.calls)})`, class: "num" },
     { title: "Tokens in / out", cell: (s) => `${count(s.totals.input_tokens)} / ${count(s.totals.output_tokens)}`, class: "num" },
     { title: "Cache read / write", cell: (s) => `${count(s.totals.cache_read_tokens)} / ${count(s.totals.cache_write_tokens)}`, class: "num" },
   ];
-  const csv = [[dimension, (s) => s.key], [`${dimension}_name`, (s) => names[s.key] || ""], ["cost_usd", (s) => s.totals.cost_usd],
+  const csv = [[dimension, (s) => (s.others ? "others" : s.key)], [`${dimension}_name`, (s) => s.others || names[s.key] || ""], ["cost_usd", (s) => s.totals.cost_usd],
     ["calls", (s) => s.totals.calls], ["errors", (s) => s.totals.errors], ["input_tokens", (s) => s.totals.input_tokens],
     ["output_tokens", (s) => s.totals.output_tokens], ["cache_read_tokens", (s) => s.totals.cache_read_tokens],
     ["cache_write_tokens", (s) => s.totals.cache_write_tokens]];
   return card(`By ${dimension}`,
     h("div", { class: "title-row" }, h("p", { class: "muted" }, "Biggest spenders first."),
       button("Export CSV", () => downloadCsv(`usage-by-${dimension}.csv`, csv, rows), { "data-test": "export-dimension" })),
-    hbarChart(rows.slice(0, 10).map((s) => ({ label: name(s.key), value: s.totals.cost_usd })),
-      { title: `Top ${Math.min(rows.length, 10)} by spend, per ${dimension} (USD)`, format: usd }),
+    hbarChart(answer.series.slice(0, 10).map((s) => ({ label: name(s.key), value: s.totals.cost_usd })),
+      { title: `Top ${Math.min(answer.series.length, 10)} by spend, per ${dimension} (USD)`, format: usd }),
     table(cols, rows, { empty: "No calls in this range.", caption: `Usage by ${dimension}` }));
 }
 
