@@ -103,6 +103,9 @@ class RequestLog(msgspec.Struct, omit_defaults=True):
     # The attempts that failed before the answer (or the error), as a JSON list of
     # ``FailedAttempt``: the console's detail of a call. None when the first attempt served it.
     attempt_log: str | None = None
+    # The error message the client was answered with (``gateway.runtime.secrets_scrub.loggable_message``:
+    # secrets scrubbed, capped); None when the call succeeded.
+    error_message: str | None = None
 
 
 class FailedAttempt(msgspec.Struct):

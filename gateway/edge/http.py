@@ -172,7 +172,7 @@ def error_response(family: str, err: GatewayError, request: Request | None = Non
     The request id header is added by the middleware."""
     families = families_of(request) if request is not None else None
     body = families.render(family, err) if families is not None else render_default_error(err)
-    note_error(err.code)
+    note_error(err.code, err.message)
     return Response(body, status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
 
@@ -181,7 +181,7 @@ def path_error_response(request: Request, err: GatewayError) -> Response:
     families = families_of(request)
     path = request.url.path
     body = families.render_for_path(path, err) if families is not None else render_default_error(err)
-    note_error(err.code)
+    note_error(err.code, err.message)
     return Response(body, status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
 

@@ -245,7 +245,7 @@ def routing_error(scope: Scope, exc: HTTPException) -> GatewayError:
 
 
 def _envelope(families: FamilyRegistry, path: str, err: GatewayError) -> Response:
-    note_error(err.code)
+    note_error(err.code, err.message)
     return Response(families.render_for_path(path, err), status_code=err.status, media_type=JSON_MEDIA_TYPE)
 
 

@@ -17,6 +17,7 @@ import time
 from gateway.accounts.records import RequestLog
 from gateway.relay.families import FamilyRegistry
 from gateway.runtime.observe import RequestScope
+from gateway.runtime.secrets_scrub import loggable_message
 
 # Paths that answer probes and scrapers: their refusals (a 503 while the database is down) are
 # not calls, and writing them would only add to the database's troubles.
@@ -43,4 +44,5 @@ def refusal_row(request_scope: RequestScope, *, path: str, status: int, started:
         route=path[:500], family=owner.name if owner is not None else "gateway",
         model=(request_scope.model or "")[:200], status=status,
         outcome="client_error" if status < 500 else "gateway_error",
-        use_time_ms=int((time.perf_counter() - started) * 1000), ip=client_ip, error_code=code)
+        use_time_ms=int((time.perf_counter() - started) * 1000), ip=client_ip, error_code=code,
+        error_message=loggable_message(request_scope.error_message, request_scope.scrubber))

@@ -36,6 +36,7 @@ from gateway.relay.replay import CacheLookup
 from gateway.relay.translation import ClientCall as ClientCall
 from gateway.runtime.context import Gateway
 from gateway.runtime.observe import current_scope, note_call
+from gateway.runtime.secrets_scrub import loggable_message
 from gateway.settings.config import Config, ModelConfig
 from gateway.storage.rows import Reservation
 
@@ -134,8 +135,10 @@ class CallContext:
             self.first_byte_ms = int((time.perf_counter() - self.started) * 1000)
 
     def finish(self, status: int, outcome: Outcome, usage: Usage | None = None,
-               error_code: str | None = None, charge_nano: int | None = None) -> None:
-        """Write the request log and settle; a second call is ignored."""
+               error_code: str | None = None, charge_nano: int | None = None,
+               error_message: str | None = None) -> None:
+        """Write the request log and settle; a second call is ignored. ``error_message``: what the
+        client was told with ``error_code`` (scrubbed and capped here)."""
         if self.finished:
             return
         self.finished = True
@@ -159,7 +162,8 @@ class CallContext:
             reasoning_tokens=usage.reasoning_tokens, usage_estimated=usage.estimated, charge_nano=charge,
             use_time_ms=int((time.perf_counter() - self.started) * 1000), first_byte_ms=self.first_byte_ms,
             ip=self.principal.client_ip, error_code=error_code,
-            attempt_log=_ATTEMPTS.encode(self.failed_attempts).decode() if self.failed_attempts else None)
+            attempt_log=_ATTEMPTS.encode(self.failed_attempts).decode() if self.failed_attempts else None,
+            error_message=loggable_message(error_message))
         note_call(log, self.principal.user.group)  # the access log line and metrics read it
         self.gateway.meter.finish(log, self.reservation, charge)
         if self.gateway.observes_calls:

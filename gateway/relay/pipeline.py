@@ -63,7 +63,7 @@ def _fail(request: Request, family: str, ctx: CallContext | None, err: GatewayEr
     if ctx is not None:
         outcome: Outcome = ("client_disconnect" if isinstance(err, ClientGone)
                             else "upstream_error" if err.status >= 500 else "client_error")
-        ctx.finish(err.status, outcome, error_code=err.code)
+        ctx.finish(err.status, outcome, error_code=err.code, error_message=err.message)
     return error_response(family, err, request)
 
 

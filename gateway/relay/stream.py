@@ -53,6 +53,9 @@ T = TypeVar("T", bound="StreamTransform")
 _ERROR_KEY = b'"error"'
 # What a translator raises on upstream stream bytes it cannot read (the stream is then cut).
 _UNREADABLE = (GatewayError, ValueError, msgspec.MsgspecError)
+# The error events a stream ends with when it could not be completed (and its log row's message).
+_SHUT_DOWN = "The gateway is shutting down: the stream ended before it was complete."
+_CUT = "The upstream stream ended before it was complete."
 
 
 class StreamTransform(Protocol):
@@ -355,9 +358,10 @@ class StreamRelay(Response):
         usage = self._transform.usage()
         if outcome == "success" and usage.estimated:
             outcome = "usage_estimated"
-        error_code = ("upstream_error" if outcome == "upstream_cut"
-                      else "service_unavailable" if outcome == "shutdown" else None)
-        self._ctx.finish(200, outcome, usage, error_code=error_code)
+        error_code, message = (("upstream_error", _CUT) if outcome == "upstream_cut"
+                               else ("service_unavailable", _SHUT_DOWN) if outcome == "shutdown"
+                               else (None, None))
+        self._ctx.finish(200, outcome, usage, error_code=error_code, error_message=message)
         # A cut, shut or abandoned stream is never kept; a complete one once it is all sent.
         self._keeping = outcome in ("success", "usage_estimated") and self._ctx.cache is not None
 
@@ -390,11 +394,10 @@ class StreamRelay(Response):
         tail = transform.close()
         outcome: Outcome = "success"
         if self._shutting_down:
-            tail = transform.error(503, "service_unavailable",
-                                   "The gateway is shutting down: the stream ended before it was complete.")
+            tail = transform.error(503, "service_unavailable", _SHUT_DOWN)
             outcome = "shutdown"
         elif self._broken or not transform.complete:
-            tail = transform.error(502, "upstream_error", "The upstream stream ended before it was complete.")
+            tail = transform.error(502, "upstream_error", _CUT)
             outcome = "upstream_cut"
         self._settle(outcome)
         await send({"type": "http.response.body", "body": tail, "more_body": False})

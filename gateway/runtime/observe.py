@@ -42,8 +42,8 @@ class HasExtensions(Protocol):
 
 
 class RequestScope:
-    __slots__ = ("close_connection", "error_code", "group", "headers", "key", "model", "record",
-                 "request_id", "scrubber", "user", "verdict")
+    __slots__ = ("close_connection", "error_code", "error_message", "group", "headers", "key", "model",
+                 "record", "request_id", "scrubber", "user", "verdict")
 
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
@@ -62,6 +62,7 @@ class RequestScope:
         # What a refused request's log row names (``gateway.edge.refusals``): the code of the error
         # it was answered with, and the caller and model once known.
         self.error_code: str | None = None
+        self.error_message: str | None = None  # the message with it, as the client read it
         self.key: KeyRecord | None = None
         self.user: UserRecord | None = None
         self.model: str | None = None
@@ -87,11 +88,13 @@ def note_call(record: RequestLog, group: str) -> None:
         scope.group = group
 
 
-def note_error(code: str) -> None:
-    """The error code a request is being answered with (its refusal row and access-log line)."""
+def note_error(code: str, message: str | None = None) -> None:
+    """The error code a request is being answered with (its refusal row and access-log line), and
+    the message with it (the refusal row's, scrubbed there)."""
     scope = _SCOPE.get()
     if scope is not None:
         scope.error_code = code
+        scope.error_message = message
 
 
 def note_caller(key: KeyRecord | None, user: UserRecord | None) -> None:

@@ -23,11 +23,11 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
-from gateway.runtime.observe import current_scope
+from gateway.runtime.observe import TextScrubber, current_scope
 from gateway.settings.schema import Config, UpstreamConfig
 
-__all__ = ["PLACEHOLDER", "SecretScrubber", "is_credential_name", "redact_query", "redact_url",
-           "scrub_secrets", "upstream_secrets", "without_empty_credentials"]
+__all__ = ["ERROR_MESSAGE_CHARS", "PLACEHOLDER", "SecretScrubber", "is_credential_name", "loggable_message",
+           "redact_query", "redact_url", "scrub_secrets", "upstream_secrets", "without_empty_credentials"]
 
 PLACEHOLDER = "REDACTED"
 # Parts of a name that mark a credential: key (api_key, a vendor's key header), token (access_token),
@@ -186,6 +186,18 @@ def scrub_secrets(text: str) -> str:
     scope = current_scope()
     scrubber = scope.scrubber if scope is not None and scope.scrubber is not None else _SCHEMES_ONLY
     return scrubber.scrub(text)
+
+
+ERROR_MESSAGE_CHARS = 1000  # a request-log row's error message: enough for any upstream's sentence
+
+
+def loggable_message(text: str | None, scrubber: TextScrubber | None = None) -> str | None:
+    """An error message as the request log keeps it: scrubbed (by ``scrubber``, else the current
+    request's) and capped at ``ERROR_MESSAGE_CHARS``; None stays None."""
+    if not text:
+        return None
+    scrubbed = scrubber.scrub(text) if scrubber is not None else scrub_secrets(text)
+    return scrubbed[:ERROR_MESSAGE_CHARS]
 
 
 def without_empty_credentials(headers: Mapping[str, str]) -> dict[str, str]:

@@ -25,14 +25,30 @@ LOOKS = 16  # fresh connections: each reaches one of the two workers, as the ker
 @pytest_asyncio.fixture(params=["granian", "uvicorn"])
 async def served(request: pytest.FixtureRequest, tmp_path: Path, simulator: Any) -> AsyncIterator[Served]:
     port = free_port()
-    data = {"listen": {"host": "127.0.0.1", "port": port}, "database": f"sqlite:///{tmp_path}/gateway.db",
-            "admin_key": ADMIN_KEY, "simulator": {"enabled": False},
-            "models": [{"id": "sim-chat", "price": {"input_per_mtok": 1, "output_per_mtok": 1}}],
-            "upstreams": [
-                {"name": "dead", "protocol": "chat", "base_url": f"http://127.0.0.1:{free_port()}",
-                 "api_key": "sk-x", "models": ["sim-chat"], "priority": -1},
-                {"name": "sim", "protocol": "chat", "base_url": simulator.base_url, "api_key": "sk-sim",
-                 "models": ["sim-chat"]}]}
+    data = {
+        "listen": {"host": "127.0.0.1", "port": port},
+        "database": f"sqlite:///{tmp_path}/gateway.db",
+        "admin_key": ADMIN_KEY,
+        "simulator": {"enabled": False},
+        "models": [{"id": "sim-chat", "price": {"input_per_mtok": 1, "output_per_mtok": 1}}],
+        "upstreams": [
+            {
+                "name": "dead",
+                "protocol": "chat",
+                "base_url": f"http://127.0.0.1:{free_port()}",
+                "api_key": "sk-x",
+                "models": ["sim-chat"],
+                "priority": -1,
+            },
+            {
+                "name": "sim",
+                "protocol": "chat",
+                "base_url": simulator.base_url,
+                "api_key": "sk-sim",
+                "models": ["sim-chat"],
+            },
+        ],
+    }
     path = tmp_path / "gateway.yaml"
     path.write_bytes(orjson.dumps(data))  # JSON is YAML
     async with serving(tmp_path, path, request.param, port, workers=2) as running:
@@ -44,7 +60,10 @@ async def dead_states(base_url: str) -> list[str]:
     """The ``dead`` upstream's state as LOOKS answers (from either worker) show it."""
     states = []
     for _ in range(LOOKS):
-        async with aiohttp.ClientSession(headers=ADMIN) as http, http.get(base_url + "/admin/upstreams") as resp:
+        async with (
+            aiohttp.ClientSession(headers=ADMIN) as http,
+            http.get(base_url + "/admin/upstreams") as resp,
+        ):
             rows = (await resp.json())["data"]
         states.append(next(r["state"] for r in rows if r["name"] == "dead"))
     return states
@@ -56,15 +75,21 @@ async def test_a_reset_ends_the_cool_down_in_every_worker(served: Served) -> Non
     # it (and failed over to ``sim``).
     for _ in range(20):
         for _ in range(4):
-            async with openai.AsyncOpenAI(base_url=served.base_url + "/v1", api_key=key, max_retries=0) as client:
-                await client.chat.completions.create(model="sim-chat", messages=[{"role": "user", "content": "x"}])
+            async with openai.AsyncOpenAI(
+                base_url=served.base_url + "/v1", api_key=key, max_retries=0
+            ) as client:
+                await client.chat.completions.create(
+                    model="sim-chat", messages=[{"role": "user", "content": "x"}]
+                )
         if set(await dead_states(served.base_url)) == {"cooling_down"}:
             break
     else:
         pytest.fail("the dead upstream never cooled down in both workers")
 
-    async with aiohttp.ClientSession(headers=ADMIN) as http, http.post(
-            served.base_url + "/admin/upstreams/dead/reset") as resp:
+    async with (
+        aiohttp.ClientSession(headers=ADMIN) as http,
+        http.post(served.base_url + "/admin/upstreams/dead/reset") as resp,
+    ):
         assert resp.status == 200 and (await resp.json())["state"] == "healthy"
     await asyncio.sleep(0.2)  # the other worker's signal handler runs on its event loop
     assert set(await dead_states(served.base_url)) == {"healthy"}

@@ -57,7 +57,8 @@ def audio_targets(gw: Gateway, model_id: str, endpoint: str) -> list[Target]:
 
 def fail(request: Request, ctx: CallContext | None, err: GatewayError) -> Response:
     if ctx is not None:
-        ctx.finish(err.status, "upstream_error" if err.status >= 500 else "client_error", error_code=err.code)
+        ctx.finish(err.status, "upstream_error" if err.status >= 500 else "client_error", error_code=err.code,
+                   error_message=err.message)
     return error_response(FAMILY, err, request)
 
 

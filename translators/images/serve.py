@@ -122,7 +122,7 @@ async def relay(request: Request, principal: Principal, params: ImageParams,
     except GatewayError as err:
         if ctx is not None:
             outcome: Outcome = "upstream_error" if err.status >= 500 else "client_error"
-            ctx.finish(err.status, outcome, error_code=err.code)
+            ctx.finish(err.status, outcome, error_code=err.code, error_message=err.message)
         return error_response(FAMILY, err, request)
     except asyncio.CancelledError:  # the client left: nothing was delivered, nothing charged
         if ctx is not None:

@@ -129,7 +129,8 @@ async def create_response(request: Request) -> Response:
     except GatewayError as err:
         if ctx is not None:
             ctx.finish(
-                err.status, "upstream_error" if err.status >= 500 else "client_error", error_code=err.code
+                err.status, "upstream_error" if err.status >= 500 else "client_error", error_code=err.code,
+                error_message=err.message,
             )
         return error_response(FAMILY, err, request)
     except Exception:

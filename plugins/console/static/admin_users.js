@@ -9,13 +9,17 @@ import {
   button, confirmDialog, downloadCsv, errorBox, field, hidden, input, panel, select, table, toast, values,
 } from "./ui.js";
 
+// A key's or a user's budget (CONTRACT 7): amount, period and what the current period spent.
+const BUDGET_CSV = [["budget_usd", (r) => r.budget_usd], ["budget_period", (r) => r.budget_period],
+  ["budget_spent_usd", (r) => r.budget_spent_usd]];
 const USER_CSV = [["id", (u) => u.id], ["name", (u) => u.name], ["group", (u) => u.group], ["enabled", (u) => u.enabled],
   ["balance_usd", (u) => u.quota_usd], ["used_usd", (u) => u.used_usd], ["soft_limit_usd", (u) => u.soft_limit_usd],
-  ["billed_calls", (u) => u.request_count], ["created_at", (u) => new Date(u.created_at * 1000).toISOString()]];
+  ["billed_calls", (u) => u.request_count], ["created_at", (u) => new Date(u.created_at * 1000).toISOString()],
+  ...BUDGET_CSV];
 const KEY_CSV = [["id", (k) => k.id], ["name", (k) => k.name], ["masked", (k) => k.masked], ["enabled", (k) => k.enabled],
   ["quota_usd", (k) => k.quota_usd], ["spent_usd", (k) => k.spent_usd], ["models", (k) => (k.models || []).join(" ")],
   ["allow_ips", (k) => (k.allow_ips || []).join(" ")], ["rpm", (k) => k.rpm], ["tpm", (k) => k.tpm],
-  ["expires_at", (k) => k.expires_at]];
+  ["expires_at", (k) => k.expires_at], ...BUDGET_CSV, ["cache", (k) => k.cache]];
 
 let rate = 7.2;
 

@@ -1,5 +1,5 @@
 // The API key form, shared by a user's own keys (/api/keys) and the admin's keys of any user
-// (/admin/keys): name, spending ceiling, model allowlist, IPs, expiry, rate limits, alert, budget.
+// (/admin/keys): name, spending ceiling, model allowlist, IPs, expiry, rate limits, alert, budget, cache.
 
 import { h, mount } from "./dom.js";
 import { usd } from "./format.js";
@@ -50,6 +50,14 @@ export function budgetCell(r) {
   return `${usd(r.budget_usd)} / ${r.budget_period} · ${usd(r.budget_spent_usd ?? 0)} spent`;
 }
 
+/** The key's response-cache opt-in (CONTRACT 7, a key's ``cache: true``): identical calls of its
+ * user are answered from the cache, charged the configured hit price. */
+function cacheField(k) {
+  return h("label", { class: "check field" },
+    h("input", { type: "checkbox", name: "cache", id: "f-cache", checked: Boolean(k.cache), "data-test": "key-cache" }),
+    "Answer identical calls from the response cache");
+}
+
 export function keyForm(key, limits, models) {
   const k = key || {};
   const expires = k.expires_at ? new Date(k.expires_at * 1000).toISOString().slice(0, 10) : "";
@@ -65,7 +73,8 @@ export function keyForm(key, limits, models) {
     limits.has("tpm") ? field("Tokens per minute", input("tpm", { type: "number", min: 1, value: k.tpm ?? "", placeholder: "no limit" })) : null,
     limits.has("soft_limit_usd") ? field("Alert at, USD spent", input("soft_limit_usd", { type: "number", min: 0, step: "any", value: k.soft_limit_usd ?? "", placeholder: "no alert" }),
       "The soft limit reported by /v1/dashboard/billing/subscription.") : null,
-    ...budgetFields(k));
+    ...budgetFields(k),
+    cacheField(k));
 }
 
 export function keyBody(form, editing) {
@@ -79,6 +88,7 @@ export function keyBody(form, editing) {
     allow_ips: list(v.allow_ips).length ? list(v.allow_ips) : null,
     expires_at: v.expires ? Math.floor(Date.parse(`${v.expires}T23:59:59Z`) / 1000) : 0,
     ...budgetBody(v, editing),
+    cache: v.cache === "on",
   };
   // Limits are sent only when set (or when clearing one an existing key has).
   for (const name of KEY_LIMITS) {
@@ -88,6 +98,7 @@ export function keyBody(form, editing) {
   }
   if (!editing) {
     for (const name of ["quota_usd", "models", "allow_ips"]) if (body[name] === null) delete body[name];
+    if (!body.cache) delete body.cache;
   }
   return body;
 }

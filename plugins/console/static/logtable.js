@@ -21,6 +21,8 @@ const OUTCOMES = {
   client_error: ["bad", "refused"],
   gateway_error: ["bad", "gateway error"],
   crash_released: ["warn", "gateway restarted"],
+  shutdown: ["warn", "gateway shut down mid-stream"],
+  cache_hit: ["cache", "served from cache"],
 };
 
 export function outcomeBadge(row) {
@@ -43,6 +45,13 @@ function failedAttempts(r) {
   }
 }
 
+/** The error a failed call's client read (``error_message``); rows logged before it was kept name
+ * the last failed attempt's error instead. */
+function errorText(r, failed, ok) {
+  const message = r.error_message || (failed.length && !ok ? failed[failed.length - 1].error : "");
+  return message ? h("span", { "data-test": "error-message" }, `${r.error_code}: ${message}`) : r.error_code;
+}
+
 function detail(r, rate, userNames) {
   const failed = failedAttempts(r);
   const ok = (OUTCOMES[r.outcome] || ["bad"])[0] !== "bad";
@@ -54,7 +63,7 @@ function detail(r, rate, userNames) {
     ["Route", `${r.route} (${r.family})`],
     ["Model", orDash(r.model)],
     ["Outcome", outcomeBadge(r)],
-    ["Error", r.error_code ? `${r.error_code}${failed.length && !ok ? `: ${failed[failed.length - 1].error}` : ""}` : "—"],
+    ["Error", r.error_code ? errorText(r, failed, ok) : "—"],
     ["Upstream", `${orDash(r.upstream)} · ${r.attempts} attempt(s)`],
     ["Failed attempts", failed.length
       ? h("ol", { class: "attempts", "data-test": "failed-attempts" }, failed.map((a) => h("li", {},
