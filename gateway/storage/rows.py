@@ -90,6 +90,8 @@ class TaskRecord(msgspec.Struct, omit_defaults=True):
     started_at: float | None = None  # first seen running upstream
     polled_at: float | None = None  # last time the upstream answered about it
     route: str = ""  # the submit endpoint (for the request log row of its charge or refund)
+    # Added by migration 0017: the submission's failed attempts (``RequestLog.attempt_log``).
+    attempt_log: str | None = None
 
 
 class NameTaken(Exception):

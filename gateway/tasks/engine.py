@@ -36,7 +36,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -44,15 +44,16 @@ import msgspec
 from gateway.accounts.ratelimit import admit_call
 from gateway.accounts.records import Principal, RequestLog
 from gateway.runtime.errors import GatewayError, InvalidRequest, NotFound, UpstreamError
-from gateway.runtime.secrets_scrub import SecretScrubber
+from gateway.runtime.secrets_scrub import SecretScrubber, loggable_message
 from gateway.storage.rows import DURABLE_HOLDER, Reservation, Settlement, TaskRecord
 from gateway.tasks.callbacks import CallbackOutbox, CallbackSender
-from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, Submitted, TaskFamily
+from gateway.tasks.family import FINAL_PHASES, Candidate, Snapshot, TaskFamily
 from gateway.tasks.media import MediaLinks
 from gateway.tasks.poller import Poller
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination
+from gateway.tasks.submit_attempts import Send, SubmitFailed, attempts_made, send_with_failover
 from gateway.tasks.upstream import TaskHttp
-from gateway.upstream.attempt import Failover, UpstreamFailure
+from gateway.upstream.attempt import UpstreamFailure
 from gateway.upstream.pool import Target
 
 if TYPE_CHECKING:
@@ -66,7 +67,6 @@ __all__ = ["NewTask", "TaskEngine", "engine_of"]
 log = logging.getLogger(__name__)
 EXTENSION_KEY = "tasks"
 TASK_CAPABILITY = "task"
-Send = Callable[[Candidate], Awaitable[Submitted]]
 
 
 class NewTask(msgspec.Struct, frozen=True):
@@ -231,10 +231,12 @@ class TaskEngine:
             await storage.settle_many([Settlement(hold, 0)])
             raise UpstreamError("The task could not be submitted in time.")
         try:
-            chosen, submitted = await self._send(candidates, send)
+            chosen, submitted, attempt_log = await send_with_failover(
+                self.gateway.upstreams, self.gateway.config.routing.max_attempts, candidates, send)
         except GatewayError as err:
             await self.fail(family, task, f"the upstream refused the task: {err.message}",
-                            log_status=err.status)
+                            log_status=err.status,
+                            attempt_log=err.attempt_log if isinstance(err, SubmitFailed) else None)
             raise
         except BaseException:
             await asyncio.shield(self.fail(family, task, "the task could not be submitted"))
@@ -243,7 +245,7 @@ class TaskEngine:
         snap = submitted.snapshot
         changes: dict[str, Any] = {
             "upstream": chosen.target.name, "model": chosen.model, "price_nano": chosen.price_nano,
-            "upstream_task_id": submitted.upstream_task_id, "polled_at": now,
+            "upstream_task_id": submitted.upstream_task_id, "polled_at": now, "attempt_log": attempt_log,
         }
         done = await self._apply(family, task, snap, now, extra=changes, first_poll=True)
         return done or await self._reload(task.task_id)
@@ -255,31 +257,6 @@ class TaskEngine:
         longest = max(c.target.upstream.timeouts.connect_s + c.target.upstream.timeouts.first_byte_s
                       for c in candidates)
         return longest * tries + 30.0
-
-    async def _send(self, candidates: Sequence[Candidate], send: Send) -> tuple[Candidate, Submitted]:
-        pool = self.gateway.upstreams
-        tries = max(self.gateway.config.routing.max_attempts, 1)
-        last: UpstreamFailure | None = None
-        failover = Failover(pool)
-        names = [c.target.name for c in candidates]
-        made = 0
-        for _ in range(tries):
-            index = failover.next(names)
-            if index is None:
-                break
-            candidate = candidates[index]
-            await failover.back_off(candidate.target.name)
-            made += 1
-            try:
-                submitted = await send(candidate)
-            except UpstreamFailure as failure:
-                failover.failed(candidate.target.name, failure)
-                last = failure
-                continue
-            pool.mark_success(candidate.target.name)
-            return candidate, submitted
-        reason = last.reason if last else "no upstream available"
-        raise UpstreamError(f"The upstream failed after {made} attempt(s): {reason}.")
 
     async def _reload(self, task_id: str) -> TaskRecord:
         task = await self.gateway.storage.get_task(task_id)
@@ -352,13 +329,15 @@ class TaskEngine:
             task.task_id, task.version, {"next_poll_at": now + self._interval()})
 
     async def fail(self, family: TaskFamily, task: TaskRecord, reason: str, *,
-                   log_status: int = 200) -> TaskRecord | None:
-        """End ``task`` as failed and release its hold (once: a lost CAS changes nothing)."""
+                   log_status: int = 200, attempt_log: str | None = None) -> TaskRecord | None:
+        """End ``task`` as failed and release its hold (once: a lost CAS changes nothing);
+        ``attempt_log``: the submission's failed attempts, when it never reached an upstream."""
         if is_final(task):
             return task
         snap = Snapshot(status=family.failure_status, phase="failed", progress=task.progress,
                         fail_reason=reason)
-        return await self._apply(family, task, snap, time.time(), extra={}, log_status=log_status)
+        extra = {"attempt_log": attempt_log} if attempt_log else {}
+        return await self._apply(family, task, snap, time.time(), extra=extra, log_status=log_status)
 
     def _interval(self, first: bool = False) -> float:
         base = self.settings.poll_first_s if first else self.settings.poll_interval_s
@@ -407,12 +386,16 @@ class TaskEngine:
                     now: float, status: int, token_name: str) -> Settlement:
         reservation = Reservation(request_id=task.request_id, user_id=task.user_id, key_id=task.key_id,
                                   amount_nano=task.reserved_nano, instance=DURABLE_HOLDER)
+        attempt_log = changes.get("attempt_log", task.attempt_log)
+        submitted = bool(changes.get("upstream_task_id", task.upstream_task_id))
         record = RequestLog(
             request_id=task.request_id, created_at=task.created_at, user_id=task.user_id,
             key_id=task.key_id, token_name=token_name, route=task.route, family=task.family,
             model=str(changes.get("model", task.model)), status=200 if succeeded else status,
             outcome="success" if succeeded else ("client_error" if 400 <= status < 500 else "upstream_error"),
-            upstream=str(changes.get("upstream", task.upstream)) or None, attempts=1,
+            upstream=str(changes.get("upstream", task.upstream)) or None,
+            attempts=attempts_made(attempt_log, submitted=submitted),
             charge_nano=charge, use_time_ms=int((now - task.created_at) * 1000),
-            error_code=None if succeeded else "task_failed")
+            error_code=None if succeeded else "task_failed", attempt_log=attempt_log,
+            error_message=None if succeeded else loggable_message(changes.get("fail_reason"), self.scrubber))
         return Settlement(reservation, charge, record)
