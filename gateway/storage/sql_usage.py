@@ -109,6 +109,11 @@ class SqlUsage(SqlStorage):
         clause, args = log_where(where)
         offset = (page - 1) * page_size
         async with self._snapshot() as tx:
+            if self.dialect.name == "postgresql":
+                # Planned for these values every time: after five runs of a prepared statement
+                # PostgreSQL may keep a generic plan, blind to how few rows a user's filter or a
+                # time range match (once 762 ms for a page its custom plan reads in 3 ms).
+                await tx.execute("SET LOCAL plan_cache_mode = force_custom_plan")
             total = await self._count(tx, where)  # all the filter's rows: the cursor does not count
             if where.before is not None:  # keyset: the rows after the cursor's row (the page is ignored)
                 cursor = await tx.fetchall("SELECT created_at FROM request_logs WHERE id = ?",
