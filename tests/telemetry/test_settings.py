@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import openai
 import pytest
 
+from gateway.runtime.reload import kept_for_restart, restart_needed
 from gateway.settings.config import ConfigError, parse_config
 from plugins.telemetry import tracer_of
 from tests.ops.test_optional_deps import BLOCK_ENV, SITECUSTOMIZE, config_with, gateway
@@ -144,3 +145,25 @@ def test_missing_extra_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     config = config_with(tmp_path, telemetry={"otlp_endpoint": "http://127.0.0.1:4318"})
     done = gateway("check-config", str(config), cwd=tmp_path)
     assert (done.returncode, done.stderr, done.stdout) == (2, OTEL_LINE + "\n", "")
+
+
+def test_a_reload_keeps_telemetry_for_a_restart() -> None:
+    old = parse_config("{}")
+    new = parse_config(json.dumps({"telemetry": {"otlp_endpoint": "http://127.0.0.1:4318"}}))
+    assert restart_needed(old, new) == ["telemetry"]
+    assert kept_for_restart(old, new).telemetry.otlp_endpoint is None
+
+
+async def test_shutdown_exports_the_last_spans(
+    gateway_server: StartGateway, make_config: MakeConfig, simulator: Any, collector: Collector
+) -> None:
+    """Spans still queued when the gateway stops are exported before it is gone (no flush asked)."""
+    gw = await gateway_server(telemetry_config(make_config, simulator.base_url, collector.base_url))
+    key = await _key(gw)
+    raw = await _client(gw, key).chat.completions.with_raw_response.create(
+        model="t-chat", messages=[{"role": "user", "content": nonce()}]
+    )
+    await gw.stop()
+    assert tracer_of(gw.gateway) is None and not gw.gateway.plugins.has_plugin("plugins.telemetry.spans")
+    span = collector.call(raw.headers["x-service-request-id"])
+    assert len(collector.children(span)) == 1
