@@ -462,7 +462,9 @@ async def _start_two_at_once(make_config: MakeConfig, database: str, tmp_path: P
     serve, stop them (SIGTERM, exit 0); what was seen."""
     ports = [free_port(), free_port()]
     paths = [_write_config(make_config(database=database, listen={"host": "127.0.0.1", "port": port},
-                                       logging={"access_log": False, "level": "WARNING"}),
+                                       logging={"access_log": False, "level": "WARNING"},
+                                       # the test simulator runs apart, so the demo user is asked for
+                                       bootstrap={"demo_user": True}),
                            tmp_path / f"replica-{i}.yaml") for i, port in enumerate(ports)]
     logs = [tmp_path / f"replica-{i}.log" for i in range(2)]
     urls = [f"http://127.0.0.1:{port}" for port in ports]
