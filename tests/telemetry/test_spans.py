@@ -14,6 +14,8 @@ import pytest
 from google import genai
 from google.genai import types
 
+from plugins.cache import cache_of
+
 from .conftest import (
     CLIENT,
     SERVER,
@@ -22,6 +24,8 @@ from .conftest import (
     call_span,
     nonce,
     sent_ids,
+    telemetry_models,
+    telemetry_upstreams,
     traceparent,
     upstream_headers,
 )
@@ -209,3 +213,27 @@ async def test_embeddings_operation(traced_gw: GatewayHandle, collector: Collect
     span = await call_span(traced_gw, collector, raw.headers["x-service-request-id"])
     assert span.name == "embeddings sim-embed"
     assert span.attributes["gen_ai.usage.input_tokens"] == raw.parse().usage.prompt_tokens
+
+
+async def test_a_cache_hit_is_a_call_without_attempts(
+    gateway_server: Any, make_config: Any, simulator: Any, collector: Collector
+) -> None:
+    config = make_config(
+        extra_models=telemetry_models(),
+        extra_upstreams=telemetry_upstreams(simulator.base_url),
+        telemetry={"otlp_endpoint": collector.base_url},
+        cache={"enabled": True, "ttl_s": 60},
+    )
+    gw = await gateway_server(config)
+    user = await gw.create_user()
+    client = openai.AsyncOpenAI(
+        base_url=gw.base_url + "/v1", api_key=(await gw.create_key(user["id"]))["key"], max_retries=0
+    )
+    ask = [{"role": "user", "content": nonce()}]
+    await client.chat.completions.create(model="t-chat", messages=ask)  # type: ignore[arg-type]
+    await cache_of(gw.gateway).drained()  # type: ignore[union-attr]
+    raw = await client.chat.completions.with_raw_response.create(model="t-chat", messages=ask)  # type: ignore[arg-type]
+    assert raw.headers["x-gateway-cache"] == "hit"
+    span = await call_span(gw, collector, raw.headers["x-service-request-id"])
+    assert span.attributes["gateway.outcome"] == "cache_hit" and collector.children(span) == []
+    assert span.attributes["gen_ai.usage.output_tokens"] == 5
