@@ -20,9 +20,10 @@ from gateway.runtime.errors import GatewayError
 
 T = TypeVar("T")
 
-# Turns of the event loop given to the watch to hear a disconnect that already happened before an
-# attempt starts (uvicorn answers ``receive`` at once; granian after a callback or two).
-_SETTLE_TURNS = 3
+# How long the watch may take to hear a disconnect that already happened before a further attempt
+# starts: servers deliver ``http.disconnect`` a few loop turns late, more on a busy machine. Paid only
+# on a failover, which has already waited out a failed attempt.
+_SETTLE_S = 0.05
 
 
 class ClientGone(GatewayError):
@@ -52,10 +53,8 @@ class ClientWatch:
     async def before_attempt(self, pause: Awaitable[None]) -> None:
         """Wait out ``pause`` (the failover's backoff) unless the client goes first; ``ClientGone``
         if it has gone."""
-        for _ in range(_SETTLE_TURNS):
-            if self._task.done():
-                break
-            await asyncio.sleep(0)
+        if not self._task.done():
+            await asyncio.wait((self._task,), timeout=_SETTLE_S)
         await self.run(pause)
 
     async def run(self, work: Awaitable[T]) -> T:
