@@ -112,7 +112,7 @@ class SqlUsage(SqlStorage):
             if self.dialect.name == "postgresql":
                 # Planned for these values every time: after five runs of a prepared statement
                 # PostgreSQL may keep a generic plan, blind to how few rows a user's filter or a
-                # time range match (once 762 ms for a page its custom plan reads in 3 ms).
+                # time range match (figures in docs/performance.md).
                 await tx.execute("SET LOCAL plan_cache_mode = force_custom_plan")
             total = await self._count(tx, where)  # all the filter's rows: the cursor does not count
             if where.before is not None:  # keyset: the rows after the cursor's row (the page is ignored)
