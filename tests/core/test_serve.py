@@ -47,6 +47,9 @@ def e2e_config(tmp_path: Path) -> tuple[Path, int, int]:
     raw["simulator"]["port"] = sim_port
     raw["database"] = f"sqlite:///{tmp_path}/data/gateway.db"
     raw["admin_key"] = "admin-e2e"
+    # Stops are about the banner and exit codes here, not draining: a worker still starting when
+    # SIGTERM comes may wait out the grace on a loaded machine (granian's graceful timeout follows it).
+    raw["shutdown_grace_s"] = 5
     for upstream in raw["upstreams"]:
         upstream["base_url"] = f"http://127.0.0.1:{sim_port}"
     path = tmp_path / "gateway.yaml"

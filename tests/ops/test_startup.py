@@ -166,5 +166,5 @@ async def test_moving_the_simulator_is_one_edit_and_start_up_says_what_it_loaded
     summary = next(line for line in log_text.splitlines() if "starting gateway:" in line)
     assert f"on 127.0.0.1:{port}" in summary
     assert "plugins: gateway.hooks.defaults, " in summary and "translators.chat" in summary
-    assert f"sim-openai (chat, http://127.0.0.1:{sim_port}, 4 models)" in summary
+    assert f"sim-openai (chat, http://127.0.0.1:{sim_port}, 5 models)" in summary
     assert "models: sim-chat, sim-claude, " in summary
