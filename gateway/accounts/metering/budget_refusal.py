@@ -26,13 +26,6 @@ from gateway.runtime.observe import current_scope
 _ADJECTIVE = {"day": "daily", "week": "weekly", "month": "monthly"}
 
 
-def _short(budget_nano: int | None, period: str | None, start: int, spent: int, reserved: int,
-           amount_nano: int, now: float) -> int | None:
-    """The room of a budget too small for ``amount_nano`` (None when it fits or there is none)."""
-    room = budget_room(budget_nano, period, start, spent, reserved, now)
-    return room if room is not None and room < amount_nano else None
-
-
 def budget_refusal(amount_nano: int, key: KeyRecord, user: UserRecord) -> BudgetExceeded | None:
     """The refusal to raise when a budget of ``key`` or ``user`` (read after the refusal) is what
     cannot cover ``amount_nano``; None when the balance or the key's ceiling is short, or no budget
@@ -43,13 +36,22 @@ def budget_refusal(amount_nano: int, key: KeyRecord, user: UserRecord) -> Budget
         return None
     now = budget_periods.clock()  # looked up on each call: the tests' seam replaces it
     short: list[tuple[str, str, int, int]] = []  # whose, period, budget, room
+    budgets: list[tuple[str, str, int, int]] = []  # every budget there is, short now or not
     for whose, record in (("API key's", key), ("account's", user)):
-        room = _short(record.budget_nano, record.budget_period, record.budget_start,
-                      record.budget_spent_nano, record.reserved_nano, amount_nano, now)
-        if room is not None and record.budget_nano is not None:
-            short.append((whose, record.budget_period or "", record.budget_nano, room))
-    if not short:
+        room = budget_room(record.budget_nano, record.budget_period, record.budget_start,
+                           record.budget_spent_nano, record.reserved_nano, now)
+        if room is None or record.budget_nano is None:
+            continue
+        entry = (whose, record.budget_period or "", record.budget_nano, room)
+        budgets.append(entry)
+        if room < amount_nano:
+            short.append(entry)
+    if not budgets:
         return None
+    if not short:
+        # The database refused with the balance and the ceiling in room: a budget was short then, and
+        # holds that ended since (read after the refusal) gave its room back. The tightest one it was.
+        short = [min(budgets, key=lambda s: s[3])]
     whose, period, budget, room = max(short, key=lambda s: period_end(s[1], now) or 0)
     wait_s = seconds_to_end(period, now)
     _retry_after(wait_s)
