@@ -13,7 +13,7 @@ from gateway.wire.data_url import DataURL, DataURLError, data_url, inline_data, 
 from gateway.wire.decode import DECODE_FAULTS, decode, decode_body, field_error
 from gateway.wire.frames import MAX_FRAME_BYTES, FrameBuffer, FrameTooLarge
 from gateway.wire.media_url import base64_size, public_url_problem
-from gateway.wire.multipart import MultipartReader, PartData, PartEnd, PartStart, boundary_of
+from gateway.wire.multipart import MultipartReader, PartData, PartEnd, PartStart, boundary_of, form_text
 from gateway.wire.multipart_form import FilePart, MultipartForm, multipart_form
 from gateway.wire.sse import EventBlocks, SSEEvent, SSEParser, event_data, split_events
 
@@ -42,6 +42,7 @@ __all__ = [
     "event_data",
     "fallback_seconds",
     "field_error",
+    "form_text",
     "inline_data",
     "multipart_form",
     "parse_data_url",

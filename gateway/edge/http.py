@@ -17,6 +17,7 @@ to the ``gateway_handle_exception`` hook (500, no stack trace in the body).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -32,7 +33,7 @@ from starlette.types import Receive, Scope, Send
 
 from gateway.relay.families import FamilyRegistry, render_default_error
 from gateway.relay.offload import check_elements
-from gateway.runtime.errors import GatewayError, InvalidRequest
+from gateway.runtime.errors import GatewayError, InvalidRequest, RequestTooLarge
 from gateway.runtime.observe import note_error
 from gateway.wire.decode import decode_body  # re-exported: the one field-naming decoder
 from gateway.wire.json_shape import ElementTally
@@ -252,3 +253,11 @@ def endpoint(family: str) -> Callable[[Handler], Handler]:
         return wrapped
 
     return wrap
+
+
+async def drain(request: Request) -> None:
+    """Read and drop what is left of the body (nothing is kept), so that an early answer can be
+    read by a client still sending; the body-limit middleware bounds how much that can be."""
+    with contextlib.suppress(ClientDisconnect, RuntimeError, RequestTooLarge):
+        async for _ in request.stream():
+            pass

@@ -181,3 +181,11 @@ class MultipartReader:
 
     def _end(self) -> None:
         self._ended = True
+
+
+def form_text(name: str, value: bytearray) -> str:
+    """A text form field's value; a 400 naming the field when it is not UTF-8."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"The form field `{name}` is not valid UTF-8.", param=name) from None

@@ -7,7 +7,7 @@ the fields before it are validated and the model admitted, and the longest the f
 quota is refused before 25 MB are read; after the whole body, every field (those after the file
 too) and the file's type are checked, and only then is an upstream called. An error while the body
 is still arriving (a wrong key included) is answered after the rest of it was read and dropped
-(``upload.drain``): the openai SDK sends its whole body before it reads the answer.
+(``gateway.api.drain``): the openai SDK sends its whole body before it reads the answer.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from gateway.api import (
     GatewayError,
     UpstreamCall,
     arrived,
+    drain,
     error_response,
     get_gateway,
     request_id,
@@ -31,7 +32,7 @@ from gateway.api.relay import CallContext, Target, UpstreamAnswer, attempt, read
 from translators.audio import billing
 from translators.audio.family import FAMILY, TRANSCRIPTIONS, TRANSLATIONS
 from translators.audio.form import Task, TranscriptionForm, check_format, parse_form
-from translators.audio.upload import Upload, drain, read_upload
+from translators.audio.upload import Upload, read_upload
 from translators.audio.upstream_form import build_upload_call
 
 UPSTREAM_PROTOCOL = "chat"  # audio is served by OpenAI-wire upstreams, on their /v1/audio/... paths

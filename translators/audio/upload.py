@@ -14,16 +14,15 @@ before it reads an answer, as the openai SDK does) gets to read the 4xx.
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
 from gateway.api import InvalidRequest, RequestTooLarge
-from gateway.api.wire import AudioProbe, MultipartReader, PartData, PartEnd, PartStart, boundary_of
+from gateway.api.wire import AudioProbe, MultipartReader, PartData, PartEnd, PartStart, boundary_of, form_text
 from translators.audio.form import MAX_FIELD_BYTES, check_filename
 
 SPOOL_MEMORY = 1024 * 1024
@@ -78,7 +77,7 @@ async def read_upload(request: Request, max_file_bytes: int, on_file: OnFile) ->
                     value.clear()
                 elif isinstance(event, PartEnd):
                     if current is not None and current != FILE_FIELD:
-                        upload.fields.append((current, _text(current, value)))
+                        upload.fields.append((current, form_text(current, value)))
                     current = None
         reader.close()
     except BaseException:
@@ -109,18 +108,3 @@ def _file_data(upload: Upload, data: bytes, max_file_bytes: int) -> None:
                               param=FILE_FIELD)
     upload.probe.feed(data)
     upload.spool.write(data)
-
-
-def _text(name: str, value: bytearray) -> str:
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidRequest(f"The form field `{name}` is not valid UTF-8.", param=name) from None
-
-
-async def drain(request: Request) -> None:
-    """Read and drop what is left of the body (nothing is kept), so that an early answer can be
-    read by a client still sending; the body-limit middleware bounds how much that can be."""
-    with contextlib.suppress(ClientDisconnect, RuntimeError, RequestTooLarge):
-        async for _ in request.stream():
-            pass

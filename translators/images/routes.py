@@ -12,6 +12,7 @@ from gateway.api import (
     GatewayError,
     UpstreamCall,
     documented,
+    drain,
     endpoint,
     error_response,
     get_gateway,
@@ -22,7 +23,7 @@ from translators.images.family import EDITS, FAMILY, GENERATIONS
 from translators.images.fields import MAX_IMAGES, RESPONSE_FORMATS
 from translators.images.generation import GenerationView, parse_generation, upstream_body
 from translators.images.serve import relay
-from translators.images.upload import EditUpload, drain, read_edit_form
+from translators.images.upload import EditUpload, read_edit_form
 from translators.images.upstream_form import build_edit_call, parse_edit_fields
 
 # The form as it arrives (``upload.EditUpload`` is what it becomes).

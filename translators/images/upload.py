@@ -13,16 +13,15 @@ openai SDK sends its whole body before it reads the answer.
 
 from __future__ import annotations
 
-import contextlib
 import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import IO
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
-from gateway.api import InvalidRequest, RequestTooLarge
-from gateway.api.wire import MultipartReader, PartData, PartEnd, PartStart, boundary_of
+from gateway.api import InvalidRequest
+from gateway.api.wire import MultipartReader, PartData, PartEnd, PartStart, boundary_of, form_text
 
 SPOOL_MEMORY = 1024 * 1024
 MAX_FIELD_BYTES = 128 * 1024  # a prompt of 32,000 characters in UTF-8, with room
@@ -98,7 +97,7 @@ async def read_edit_form(request: Request) -> EditUpload:
                     if file is not None:
                         _check_image(file)
                     elif current is not None:
-                        upload.fields.append((current, _text(current, value)))
+                        upload.fields.append((current, form_text(current, value)))
                     current, file = None, None
         reader.close()
     except BaseException:
@@ -145,18 +144,3 @@ def _check_image(file: UploadedFile) -> None:
     if image_type(bytes(file.head)) is None:
         raise InvalidRequest(f"Invalid value for `{field_name}`: the file is not a PNG, JPEG or WebP image.",
                              param=field_name)
-
-
-def _text(name: str, value: bytearray) -> str:
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidRequest(f"The form field `{name}` is not valid UTF-8.", param=name) from None
-
-
-async def drain(request: Request) -> None:
-    """Read and drop what is left of the body (nothing is kept), so that an early answer can be
-    read by a client still sending; the body-limit middleware bounds how much that can be."""
-    with contextlib.suppress(ClientDisconnect, RuntimeError, RequestTooLarge):
-        async for _ in request.stream():
-            pass
