@@ -380,8 +380,10 @@ async def gateway_server(make_config: MakeConfig) -> AsyncIterator[StartGateway]
             nonlocal stopped
             if not stopped:
                 stopped = True
-                await stop_server()
+                # The test's client goes first, as clients do: a server stopping gracefully waits
+                # for connections still open (granian: one an upload left mid-body, about 35 s).
                 await session.close()
+                await stop_server()
 
         handle = GatewayHandle(f"http://127.0.0.1:{port}", app, session, stop)
         handles.append(handle)

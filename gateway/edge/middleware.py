@@ -64,6 +64,9 @@ access_log = logging.getLogger("gateway.access")
 _REQUEST_ID_HEADER = REQUEST_ID_HEADER.lower().encode("latin-1")
 _CONNECTION_CLOSE = (b"connection", b"close")
 _RETRY_SOON = (b"retry-after", str(ServiceUnavailable.retry_after_s).encode("ascii"))
+# How long a refused upload is read on after its answer (said ``Connection: close``): a client
+# may stop sending and keep its socket, and granian then reports neither the end nor a disconnect.
+DISCARD_DEADLINE_S = 1.0
 PATH_CACHE_MAX = 1024  # paths whose family answers are remembered; later ones are computed each time
 
 
@@ -310,11 +313,16 @@ async def _discard_rest(receive: Receive) -> None:
     """Consume what the server queued of a refused body until it reports the end or the
     disconnect (prompt: the answer said ``Connection: close``). Hypercorn's per-request queue is
     bounded and its reader waits for room, so an app that stops reading would leave the
-    connection's task hanging until the graceful-shutdown timeout."""
-    while True:
-        message = await receive()
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return
+    connection's task hanging until the graceful-shutdown timeout. Bounded by
+    ``DISCARD_DEADLINE_S``: the server ends the connection when the app returns."""
+    try:
+        async with asyncio.timeout(DISCARD_DEADLINE_S):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request" or not message.get("more_body", False):
+                    return
+    except TimeoutError:
+        return
 
 
 def _too_large(limit: int) -> RequestTooLarge:
