@@ -2,6 +2,10 @@
 # (ruff, and mypy --strict on gateway/, translators/ and plugins/ as configured in pyproject.toml) and
 # the import contracts of .importlinter (lint-imports; the examples' packages on its PYTHONPATH).
 PY ?= python3
+# Python caches compiled modules (__pycache__, ignored by git) even where the environment turned it
+# off: the suite starts hundreds of interpreters (test workers, `gateway serve`), and compiling the
+# gateway and the tests again in each cost `make test` about 12 s of CPU per process that collects.
+export PYTHONDONTWRITEBYTECODE :=
 VENV := .venv
 BIN := $(VENV)/bin
 # Reinstalled when the dependencies or their pins change (the stamp's name is their checksum).
