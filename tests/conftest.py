@@ -14,10 +14,14 @@ while polling for readiness.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import importlib
+import os
 import secrets
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +33,7 @@ import hypothesis  # noqa: F401  (see below)
 import orjson
 import pytest
 import pytest_asyncio
+import trustme
 from multidict import CIMultiDictProxy
 from starlette.applications import Starlette
 
@@ -42,6 +47,16 @@ from tests.diagnostics import dump_database_activity
 # depth mismatch" when a garbage collection runs finalizers in the middle of it.
 ADMIN_KEY = "admin-test-key"
 STARTUP_TIMEOUT_S = 10.0
+
+
+# Each SDK client (httpx) loads the CA bundle named by SSL_CERT_FILE (or the system's) when it is
+# made: about 25 ms of CPU, in hundreds of clients. No test reaches a public TLS server, so the
+# suite's processes trust one CA of their own instead (a test that serves TLS sets its own CA the
+# same way, for the process that needs it).
+_CA_DIR = tempfile.mkdtemp(prefix="gateway-tests-ca-")
+atexit.register(shutil.rmtree, _CA_DIR, True)
+trustme.CA().cert_pem.write_to_path(os.path.join(_CA_DIR, "ca.pem"))
+os.environ["SSL_CERT_FILE"] = os.path.join(_CA_DIR, "ca.pem")
 
 
 # --- parallel workers (``make test`` runs pytest-xdist with ``--dist loadgroup``) ----------------------

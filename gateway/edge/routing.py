@@ -24,8 +24,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route, Router
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-_PROBE_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
-
 
 def _plain_path(route: BaseRoute) -> str | None:
     path = getattr(route, "path", None)
@@ -35,24 +33,28 @@ def _plain_path(route: BaseRoute) -> str | None:
 
 
 def _can_match(route: BaseRoute, path: str) -> bool:
-    for method in _PROBE_METHODS:
-        probe: Scope = {"type": "http", "path": path, "root_path": "", "method": method, "headers": []}
-        if route.matches(probe)[0] is not Match.NONE:
-            return True
-    return False
+    # A Route whose path matches answers PARTIAL for another method, never NONE: one probe decides.
+    probe: Scope = {"type": "http", "path": path, "root_path": "", "method": "GET", "headers": []}
+    return route.matches(probe)[0] is not Match.NONE
 
 
 def exact_path_table(routes: Sequence[BaseRoute]) -> dict[str, tuple[Route, ...]]:
     """Each fixed path and its routes, in order, up to the first route of another path (a
     template, a mount) that could take the request before them: that one and those after it are
-    left to the Router."""
+    left to the Router. Only such routes are probed (another fixed path never matches), and only
+    those whose first segment may be the path's: start-up stays linear in the routes, not square."""
     table: dict[str, list[Route]] = {}
     shadowed: set[str] = set()
-    for i, route in enumerate(routes):
+    patterns: list[tuple[BaseRoute, str | None]] = []  # the routes before this one that are not fixed
+    for route in routes:
         path = _plain_path(route)
-        if path is None or path in shadowed or not isinstance(route, Route):
+        if path is None or not isinstance(route, Route):
+            patterns.append((route, _literal_first_segment(route)))
             continue
-        if any(_plain_path(r) != path and _can_match(r, path) for r in routes[:i]):
+        if path in shadowed:
+            continue
+        segment = _first_segment(path)
+        if any(seg in (None, segment) and _can_match(r, path) for r, seg in patterns):
             shadowed.add(path)
             continue
         table.setdefault(path, []).append(route)

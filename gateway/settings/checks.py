@@ -10,9 +10,8 @@ from collections.abc import Collection, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-import msgspec
-
 from gateway.runtime.secrets_scrub import redact_url
+from gateway.settings.decode import struct_fields
 from gateway.settings.model_ids import is_pattern, pattern_problem
 from gateway.settings.routes_check import fallback_errors, in_catalogue, upstream_model_errors
 from gateway.settings.schema import Config, UpstreamConfig
@@ -48,7 +47,7 @@ def semantic_errors(config: Config) -> list[str]:
         model_ids.add(model.id)
         if problem := pattern_problem(model.id):
             errors.append(f"models[{i}].id: {problem}")
-        for price_field in msgspec.structs.fields(type(model.price)):
+        for price_field in struct_fields(type(model.price)):
             value = getattr(model.price, price_field.name)
             if value is not None and value < 0:
                 errors.append(f"models[{i}].price.{price_field.name}: must not be negative")

@@ -21,7 +21,7 @@ import yaml
 from gateway.runtime.optional_deps import missing_extra_errors
 from gateway.settings.checks import protocol_errors, semantic_errors
 from gateway.settings.decode import join as _join
-from gateway.settings.decode import read_yaml, value_errors
+from gateway.settings.decode import read_yaml, struct_fields, value_errors
 from gateway.settings.routes_check import in_catalogue
 from gateway.settings.schema import (
     BillingConfig,
@@ -98,7 +98,7 @@ def _decode_sections(raw: dict[Any, Any], errors: list[str]) -> tuple[dict[str, 
     every one of them: ``gateway.settings.decode``). A section that fails is left to its default and
     a failed item of ``models`` or ``upstreams`` replaced by a stand-in (so later items keep their
     index), so that the rules beyond the types still run on the rest of the file."""
-    fields = {f.name: f.type for f in msgspec.structs.fields(Config)}
+    fields = {f.name: f.type for f in struct_fields(Config)}
     good: dict[str, Any] = {}
     failed: set[str] = set()
     for key, value in raw.items():
