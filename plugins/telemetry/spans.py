@@ -1,4 +1,4 @@
-"""The spans of calls and upstream attempts, made with the OpenTelemetry SDK (``plugins.telemetry``
+"""The spans of calls and upstream attempts, exported with the OpenTelemetry SDK (``plugins.telemetry``
 imports this module only when ``telemetry.otlp_endpoint`` is set).
 
 * A call is a SERVER span named ``{gen_ai.operation.name} {gen_ai.request.model}`` (the GenAI
@@ -15,9 +15,13 @@ imports this module only when ``telemetry.otlp_endpoint`` is set).
 * Sampling: ``sample_ratio`` of the traces the gateway starts; a continued trace follows the
   client's sampled flag (``ParentBased``). A call not sampled still passes its trace on.
 
-Spans go to a private ``TracerProvider`` (never OpenTelemetry's global one: each app, test and
-worker has its own), whose ``BatchSpanProcessor`` queues them (at most 2,048; more are dropped, not
-waited for) and exports them in batches from its own thread: the event loop only builds spans.
+Cheap by construction (issue 36 point 5): a call's spans are not the SDK's live spans (a lock, a
+sampler call and attribute validation per span and per attribute, about half of what tracing cost).
+While the call runs the tracer keeps plain ids and timestamps; when a span is over it is handed,
+finished, to the SDK's ``BatchSpanProcessor`` as a ``ReadableSpan``, which its thread encodes with
+the SDK's OTLP encoder and exports in batches (at most 2,048 queued; more are dropped, not waited
+for): the event loop only records. The sampler's decision is taken once per call, with the SDK's
+``TraceIdRatioBased`` bound (a trace the gateway starts) or ``ParentBased`` (a client's trace).
 The SDK's ``OTEL_BSP_*`` and ``OTEL_EXPORTER_OTLP_TRACES_*`` environment variables (batch delay,
 headers such as a collector's credential, TLS files) apply.
 """
@@ -32,10 +36,12 @@ from urllib.parse import urlsplit
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.trace.sampling import Decision, ParentBased, TraceIdRatioBased
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.api import Gateway, hookimpl
@@ -48,7 +54,13 @@ TRACES_PATH = "/v1/traces"  # under the collector's base URL, as the SDK's own O
 # An upstream protocol's gen_ai.system (the GenAI conventions' well-known values).
 _SYSTEMS = {"chat": "openai", "responses": "openai", "messages": "anthropic", "v1beta": "gemini"}
 TRACEPARENT = "traceparent"
+TRACESTATE = "tracestate"
 _EMBEDDING_PATHS = ("/embeddings", ":embedContent", ":batchEmbedContents")
+# The trace flags of a trace the gateway starts: its id is random (W3C level 2), as the SDK's own.
+_ROOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED | TraceFlags.RANDOM_TRACE_ID)
+_ROOT_NOT_SAMPLED = TraceFlags(TraceFlags.RANDOM_TRACE_ID)
+_EMPTY_STATE = TraceState()
+_UNSET = Status(StatusCode.UNSET)
 
 
 def traces_url(endpoint: str) -> str:
@@ -80,16 +92,47 @@ def _host(base_url: str) -> str:
     return urlsplit(base_url).hostname or ""
 
 
+class _SharedResource(Resource):
+    """The one resource of every span, hashed once: the SDK's encoder groups each span by its
+    resource, and a ``Resource`` hashes by dumping its attributes to JSON each time (3 us a span)."""
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+class _Attempt:
+    """An upstream attempt under way (or answered, until the call ends)."""
+
+    __slots__ = ("number", "span_id", "start_ns", "status", "target")
+
+    def __init__(self, target: Target, number: int, span_id: int) -> None:
+        self.target = target
+        self.number = number
+        self.span_id = span_id
+        self.start_ns = time.time_ns()
+        self.status: int | None = None
+
+
 class _Call:
-    """What the tracer keeps of one call (``CallContext.trace``)."""
+    """A sampled call (``CallContext.trace``): its ids and start, until its spans are made."""
 
-    __slots__ = ("attempt", "operation", "span", "target")
+    __slots__ = ("attempt", "context", "model", "operation", "parent", "start_ns", "target", "trace_prefix")
 
-    def __init__(self, span: Span, operation: str) -> None:
-        self.span = span
+    def __init__(
+        self, context: SpanContext, parent: SpanContext | None, operation: str, model: str, start_ns: int
+    ) -> None:
+        self.context = context  # the call's span's
+        self.parent = parent  # a client's span, or None
         self.operation = operation
-        self.attempt: Span | None = None  # the attempt open now (or answered, until the call ends)
-        self.target: Target | None = None  # its upstream
+        self.model = model  # asked for (a fallback changes the call's)
+        self.start_ns = start_ns
+        self.trace_prefix = f"00-{context.trace_id:032x}-"  # of each attempt's traceparent
+        self.attempt: _Attempt | None = None  # the attempt open now (or answered, until the call ends)
+        self.target: Target | None = None  # the last attempt's upstream
 
 
 class _Passed:
@@ -114,46 +157,62 @@ class CallTracer:
         resource = Resource.create(
             {"service.name": settings.service_name, "service.instance.id": gateway.instance_id}
         )
-        sampler = ParentBased(TraceIdRatioBased(settings.sample_ratio))
-        self._provider = TracerProvider(resource=resource, sampler=sampler)
+        self._resource = _SharedResource(resource)
+        self._scope = InstrumentationScope(SCOPE_NAME)
+        root = TraceIdRatioBased(settings.sample_ratio)
+        self._bound = root.bound  # a trace the gateway starts is sampled below it (TraceIdRatioBased)
+        self._sampler = ParentBased(root)  # a client's trace: its sampled flag decides
+        self._ids = RandomIdGenerator()
         exporter = OTLPSpanExporter(endpoint=traces_url(endpoint), timeout=EXPORT_TIMEOUT_S)
-        self._provider.add_span_processor(BatchSpanProcessor(exporter))
-        self._tracer = self._provider.get_tracer(SCOPE_NAME)
+        self._processor = BatchSpanProcessor(exporter)
         self._propagator = TraceContextTextMapPropagator()
 
     def flush(self, timeout_s: float) -> bool:
-        return self._provider.force_flush(int(timeout_s * 1000))
+        return self._processor.force_flush(int(timeout_s * 1000))
 
     def close(self, timeout_s: float) -> None:
         self.flush(timeout_s)
-        self._provider.shutdown()
+        self._processor.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
 
-    # Each attribute costs CPU twice (checked when set, encoded when exported: most of what a span
-    # costs), so a span carries what the GenAI conventions and the brief name, and what an operator
-    # finds nowhere else; the request log row (``gateway.request_id``) holds the rest.
+    def _continued(self, headers: Mapping[str, str], name: str) -> tuple[SpanContext | None, TraceFlags]:
+        """A client's span (None if its ``traceparent`` is not valid) and the call's trace flags."""
+        context = self._propagator.extract(headers)
+        parent = trace.get_current_span(context).get_span_context()
+        if not parent.is_valid:
+            return None, TraceFlags(TraceFlags.DEFAULT)
+        decision = self._sampler.should_sample(context, parent.trace_id, name).decision
+        sampled = decision is Decision.RECORD_AND_SAMPLE
+        random_id = parent.trace_flags & TraceFlags.RANDOM_TRACE_ID
+        return parent, TraceFlags(random_id | (TraceFlags.SAMPLED if sampled else 0))
+
+    # Each attribute costs CPU twice (put in a dict here, encoded when exported: most of what a
+    # span costs), so a span carries what the GenAI conventions and the brief name, and what an
+    # operator finds nowhere else; the request log row (``gateway.request_id``) holds the rest.
 
     @hookimpl
     def gateway_call_started(self, ctx: CallContext, headers: Mapping[str, str]) -> None:
         operation = operation_of(ctx.route, ctx.family)
-        parent = self._propagator.extract(headers) if TRACEPARENT in headers else None
-        span = self._tracer.start_span(
-            f"{operation} {ctx.model.id}",
-            context=parent,
-            kind=SpanKind.SERVER,
-            start_time=_epoch_ns(ctx.arrived if ctx.arrived is not None else ctx.started),
-            attributes={
-                "gen_ai.operation.name": operation,
-                "gen_ai.request.model": ctx.model.id,
-                "gateway.request_id": ctx.request_id,
-            },
-        )
-        if span.is_recording():
-            ctx.trace = _Call(span, operation)
+        parent: SpanContext | None = None
+        if TRACEPARENT in headers:
+            parent, flags = self._continued(headers, f"{operation} {ctx.model.id}")
+        if parent is None:
+            trace_id = self._ids.generate_trace_id()
+            sampled = trace_id & TraceIdRatioBased.TRACE_ID_LIMIT < self._bound
+            flags = _ROOT_SAMPLED if sampled else _ROOT_NOT_SAMPLED
+            state = _EMPTY_STATE
+        else:
+            trace_id, state = parent.trace_id, parent.trace_state
+        span_id = self._ids.generate_span_id()
+        if flags.sampled:
+            context = SpanContext(trace_id, span_id, False, flags, state)
+            start = _epoch_ns(ctx.arrived if ctx.arrived is not None else ctx.started)
+            ctx.trace = _Call(context, parent, operation, ctx.model.id, start)
             return
         # Not sampled: nothing is recorded, and each attempt passes the call's own trace context on
         # (its sampled flag off), worked out once here.
-        passed: dict[str, str] = {}
-        self._propagator.inject(passed, context=trace.set_span_in_context(span))
+        passed = {TRACEPARENT: f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"}
+        if state:
+            passed[TRACESTATE] = state.to_header()
         ctx.trace = _Passed(passed)
 
     @hookimpl
@@ -166,24 +225,13 @@ class CallTracer:
                 headers.update(call.headers)
             return
         if call.attempt is not None:  # an earlier attempt not reported as ended: it is over now
-            call.attempt.end()
-        attributes: dict[str, str | int | bool] = {
-            "gen_ai.request.model": target.upstream_model,
-            "gen_ai.system": system_of(target),
-            "gateway.upstream": target.name,
-            "gateway.attempt": number,
-            "server.address": _host(target.upstream.base_url),
-        }
-        if number > 1:
-            attributes["gateway.retry"] = True
-        span = self._tracer.start_span(
-            f"{call.operation} {target.upstream_model}",
-            context=trace.set_span_in_context(call.span),
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-        )
-        call.attempt, call.target = span, target
-        self._propagator.inject(headers, context=trace.set_span_in_context(span))
+            self._attempt_over(call, call.attempt, None)
+        attempt = _Attempt(target, number, self._ids.generate_span_id())
+        call.attempt, call.target = attempt, target
+        context = call.context
+        headers[TRACEPARENT] = f"{call.trace_prefix}{attempt.span_id:016x}-{context.trace_flags:02x}"
+        if context.trace_state:
+            headers[TRACESTATE] = context.trace_state.to_header()
 
     @hookimpl
     def gateway_attempt_ended(
@@ -192,18 +240,48 @@ class CallTracer:
         call = ctx.trace
         if not isinstance(call, _Call) or call.attempt is None:
             return
-        span = call.attempt
+        attempt = call.attempt
+        attempt.status = status
         if error is None:  # answered: the span ends with the call, once the answer was relayed
-            if status is not None:
-                span.set_attribute("http.response.status_code", status)
             return
-        if status is not None:
-            span.set_attributes({"http.response.status_code": status, "error.type": str(status)})
-        else:
-            span.set_attribute("error.type", "upstream_failure")
-        span.set_status(Status(StatusCode.ERROR, error))
-        span.end()
+        self._attempt_over(call, attempt, error)
         call.attempt = None
+
+    def _attempt_over(self, call: _Call, attempt: _Attempt, error: str | None) -> None:
+        """The attempt's span, ended now, to the exporter; ``error`` if it failed."""
+        target = attempt.target
+        attributes: dict[str, str | int | bool] = {
+            "gen_ai.request.model": target.upstream_model,
+            "gen_ai.system": system_of(target),
+            "gateway.upstream": target.name,
+            "gateway.attempt": attempt.number,
+            "server.address": _host(target.upstream.base_url),
+        }
+        if attempt.number > 1:
+            attributes["gateway.retry"] = True
+        if attempt.status is not None:
+            attributes["http.response.status_code"] = attempt.status
+        status = _UNSET
+        if error is not None:
+            failure = str(attempt.status) if attempt.status is not None else "upstream_failure"
+            attributes["error.type"] = failure
+            status = Status(StatusCode.ERROR, error)
+        parent = call.context
+        context = SpanContext(parent.trace_id, attempt.span_id, False, parent.trace_flags, parent.trace_state)
+        self._processor.on_end(
+            ReadableSpan(
+                f"{call.operation} {target.upstream_model}",
+                context=context,
+                parent=parent,
+                resource=self._resource,
+                attributes=attributes,
+                kind=SpanKind.CLIENT,
+                status=status,
+                start_time=attempt.start_ns,
+                end_time=time.time_ns(),
+                instrumentation_scope=self._scope,
+            )
+        )
 
     @hookimpl
     def gateway_call_finished(self, ctx: CallContext, log: RequestLog) -> None:
@@ -212,9 +290,11 @@ class CallTracer:
             return
         ctx.trace = None
         if call.attempt is not None:
-            call.attempt.end()
-        span = call.span
+            self._attempt_over(call, call.attempt, None)
         attributes: dict[str, str | int | bool] = {
+            "gen_ai.operation.name": call.operation,
+            "gen_ai.request.model": call.model,
+            "gateway.request_id": ctx.request_id,
             "gen_ai.response.model": log.model,
             "gen_ai.usage.input_tokens": log.prompt_tokens,
             "gen_ai.usage.output_tokens": log.completion_tokens,
@@ -227,7 +307,19 @@ class CallTracer:
             attributes["gateway.fallback_from"] = ctx.asked_model
         if log.error_code is not None:
             attributes["error.type"] = log.error_code
-        span.set_attributes(attributes)
-        if log.status >= 500:  # a server span's error: the gateway's or its upstreams' failure
-            span.set_status(Status(StatusCode.ERROR, log.error_code))
-        span.end()
+        # A server span's error: the gateway's or its upstreams' failure.
+        status = Status(StatusCode.ERROR, log.error_code) if log.status >= 500 else _UNSET
+        self._processor.on_end(
+            ReadableSpan(
+                f"{call.operation} {call.model}",
+                context=call.context,
+                parent=call.parent,
+                resource=self._resource,
+                attributes=attributes,
+                kind=SpanKind.SERVER,
+                status=status,
+                start_time=call.start_ns,
+                end_time=time.time_ns(),
+                instrumentation_scope=self._scope,
+            )
+        )
