@@ -15,6 +15,11 @@ Series:
 With ``gateway serve --workers N`` the workers share prometheus_client's multiprocess directory
 (``plugins.metrics_workers``): whichever worker answers a scrape reports every worker's counts.
 
+In one process, a call's figures are kept as one tuple and handed to prometheus_client in batches
+(``Metrics.flush``: at each scrape, and every ``FLUSH_AT`` calls): one ``inc(n)`` per series of a
+batch instead of one locked update per series of each call. With several workers each call is
+written at once, as a scrape may be answered by another worker reading the shared files.
+
 The state lives in ``gateway.extensions["metrics"]`` (a registry of its own per app, made at
 start-up): nothing module-global. Model labels are limited to the catalogue's ids (anything else is
 ``other``), so a client cannot grow the series without bound by inventing model names.
@@ -22,6 +27,7 @@ start-up): nothing module-global. Model labels are limited to the catalogue's id
 
 from __future__ import annotations
 
+import os
 import re
 
 import prometheus_client
@@ -32,8 +38,9 @@ from starlette.routing import BaseRoute, Route
 
 from gateway.api import DEFAULT_FAMILY, Gateway, documented, endpoint, get_gateway, hookimpl
 from gateway.api.accounts import Catalogue, RequestLog, SoftLimitCrossing
+from gateway.api.ops import group_of
 from plugins.metrics_ops import CallSeries, Children, OperatorSeries
-from plugins.metrics_workers import Workers
+from plugins.metrics_workers import MULTIPROC_ENV, Workers
 
 EXTENSION = "metrics"
 # The classic text format: every Prometheus version reads it.
@@ -43,11 +50,18 @@ UPSTREAM_FAILURES = frozenset({"upstream_error", "upstream_cut"})
 MAX_ROUTES = 200  # distinct route labels kept; later ones are counted as "other"
 # ``/v1beta/models/sim-gemini:generateContent`` -> ``/v1beta/models/{model}:generateContent``
 _MODEL_IN_PATH = re.compile(r"^(/v1beta|/v1)/models/[^/:]+")
+FLUSH_AT = 512  # calls kept before they are handed to prometheus_client without waiting for a scrape
+
+# What ``Metrics.observe`` keeps of a call until the next flush, read from its log at once: the
+# Meter's settlement rewrites ``charge_nano`` later, and the user's group is the request's own.
+# (route, model, status, outcome, upstream, use_time_ms, prompt, completion, charge_nano, group,
+# first_byte_ms of a stream)
+_Call = tuple[str, str, int, str, "str | None", int, int, int, int, str, "int | None"]
 
 
 class Metrics:
-    """The series of one app; ``observe`` is a few dictionary lookups and increments, and never
-    blocks the Meter that calls it."""
+    """The series of one app; ``observe`` keeps a call's figures in one tuple (a flush every
+    ``FLUSH_AT`` calls hands them on), and never blocks the Meter that calls it."""
 
     def __init__(self, catalogue: Catalogue) -> None:
         self._catalogue = catalogue
@@ -71,6 +85,10 @@ class Metrics:
         self.calls = CallSeries(registry, BUCKETS_S)  # spend by model and group, time to first token
         self._routes: set[str] = set()
         self._route_of: dict[str, str] = {}  # path -> its route label
+        self._pending: list[_Call] = []
+        # Several workers share their series through files a scrape of any of them reads: written
+        # with each call there.
+        self._at_once = bool(os.environ.get(MULTIPROC_ENV))
 
     def _route(self, path: str) -> str:
         """The route label: the model taken out of the path (it has its own label), and a bound
@@ -88,22 +106,82 @@ class Metrics:
         return route
 
     def observe(self, log: RequestLog) -> None:
-        model = self._catalogue.label(log.model) or "other"  # a wildcard's ids as their pattern
+        charge = log.charge_nano
+        group = group_of(log) if charge else ""
+        if self._at_once:
+            self._write(log, group)
+            return
+        pending = self._pending
+        pending.append((log.route, log.model, log.status, log.outcome, log.upstream, log.use_time_ms,
+                        log.prompt_tokens, log.completion_tokens, charge, group,
+                        log.first_byte_ms if log.is_stream else None))
+        if len(pending) >= FLUSH_AT:
+            self.flush()
+
+    def _write(self, log: RequestLog, group: str) -> None:
+        """One call's updates, straight to the series (``flush`` for one call, without its sums)."""
+        model = self._catalogue.label(log.model) or "other"
         route = self._route(log.route)
         self.requests(route, model, str(log.status), log.outcome).inc()
         self.latency(route, model).observe(log.use_time_ms / 1000)
         if log.outcome in UPSTREAM_FAILURES:
             self.upstream_errors(log.upstream or "none", log.outcome).inc()
-        self.calls.observe(log, model)
+        if log.charge_nano:
+            self.calls.spend(model, self.calls.group(group)).inc(log.charge_nano / 1e9)
+        if log.is_stream and log.first_byte_ms is not None:
+            self.calls.first_token(model, log.first_byte_ms)
         if log.prompt_tokens:
             self.tokens(model, "prompt").inc(log.prompt_tokens)
         if log.completion_tokens:
             self.tokens(model, "completion").inc(log.completion_tokens)
 
+    def flush(self) -> None:
+        """Hand the calls kept since the last flush to the series, in the order they ended (the
+        bounds on routes and groups let in the same first ones)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        requests: dict[tuple[str, str, str, str], int] = {}
+        errors: dict[tuple[str, str], int] = {}
+        tokens: dict[tuple[str, str], int] = {}
+        spend: dict[tuple[str, str], int] = {}
+        labels: dict[str, str] = {}
+        latency, calls = self.latency, self.calls
+        for call in pending:
+            path, model_id, status, outcome, upstream, use_ms, prompt, completion, charge, group, first = call
+            model = labels.get(model_id)
+            if model is None:  # a wildcard's ids as their pattern
+                model = labels[model_id] = self._catalogue.label(model_id) or "other"
+            route = self._route(path)
+            key = (route, model, str(status), outcome)
+            requests[key] = requests.get(key, 0) + 1
+            latency(route, model).observe(use_ms / 1000)
+            if outcome in UPSTREAM_FAILURES:
+                failed = (upstream or "none", outcome)
+                errors[failed] = errors.get(failed, 0) + 1
+            if charge:
+                spent = (model, calls.group(group))
+                spend[spent] = spend.get(spent, 0) + charge
+            if first is not None:
+                calls.first_token(model, first)
+            if prompt:
+                tokens[model, "prompt"] = tokens.get((model, "prompt"), 0) + prompt
+            if completion:
+                tokens[model, "completion"] = tokens.get((model, "completion"), 0) + completion
+        for series, n in requests.items():
+            self.requests(*series).inc(n)
+        for pair, n in errors.items():
+            self.upstream_errors(*pair).inc(n)
+        for pair, n in tokens.items():
+            self.tokens(*pair).inc(n)
+        for pair, nano in spend.items():
+            calls.spend(*pair).inc(nano / 1e9)
+
 
 def exposition(gw: Gateway) -> bytes:
     """The scrape's answer: this process's series, or with several workers, every worker's."""
     metrics: Metrics = gw.extensions[EXTENSION]  # type: ignore[assignment]
+    metrics.flush()
     metrics.operator.update(gw)
     workers = Workers.of(gw)
     if workers is not None:

@@ -32,14 +32,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics import MetricWrapperBase
 
 from gateway.api import Gateway
-from gateway.api.accounts import RequestLog
 from gateway.api.ops import (
     LOG_RETENTION_EXTENSION,
     RATE_LIMIT_EXTENSION,
     Outage,
     RateLimiter,
     RedisBackend,
-    group_of,
     http_stats,
 )
 
@@ -70,7 +68,7 @@ class Children(Generic[Metric]):
 
 
 class CallSeries:
-    """Spend and time to first token, fed with each metered call (``Metrics.observe``)."""
+    """Spend and time to first token, fed with the metered calls (``Metrics.flush``)."""
 
     def __init__(self, registry: CollectorRegistry, buckets: tuple[float, ...]) -> None:
         self.spend = Children(Counter(
@@ -82,18 +80,15 @@ class CallSeries:
             registry=registry))
         self._groups: set[str] = set()
 
-    def observe(self, log: RequestLog, model: str) -> None:
-        if log.charge_nano:
-            self.spend(model, self._group(group_of(log))).inc(log.charge_nano / 1e9)
-        if log.is_stream and log.first_byte_ms is not None:
-            self.ttft(model).observe(log.first_byte_ms / 1000)
+    def first_token(self, model: str, first_byte_ms: int) -> None:
+        self.ttft(model).observe(first_byte_ms / 1000)
 
-    def _group(self, group: str) -> str:
+    def group(self, group: str) -> str:
+        """``group`` as a label: the first MAX_GROUPS groups seen, then "other"."""
         if group not in self._groups and len(self._groups) >= MAX_GROUPS:
             return "other"
         self._groups.add(group)
         return group
-
 
 class _Follower:
     """A prometheus_client counter that follows a running total the gateway keeps elsewhere: each
