@@ -57,35 +57,40 @@ async def add_to_rollups(tx: Tx, logs: Sequence[RequestLog]) -> None:
     if not logs:
         return
     groups = await _groups(tx, {log.user_id for log in logs if log.user_id})
-    usage: dict[tuple[Any, ...], list[int]] = {}
-    totals: dict[tuple[Any, ...], list[int]] = {}
-    upstream: dict[tuple[Any, ...], list[int]] = {}
+    # Each row is summed once, into its hour; the day rows and the totals are then summed from
+    # the hour rows (a day is 24 whole hours), a handful per batch instead of three more per row.
+    hours: dict[tuple[Any, ...], list[int]] = {}
+    upstream_hours: dict[tuple[Any, ...], list[int]] = {}
     for log in logs:
-        group = groups.get(log.user_id, "")
+        start = span_start(log.created_at, HOUR_S)
         values = (1, int(log.is_stream), log.prompt_tokens, log.completion_tokens, log.cache_write_tokens,
                   log.cache_read_tokens, log.reasoning_tokens, log.charge_nano, log.uncharged_nano,
                   log.use_time_ms)
-        timed = (1, int(is_error(log.status)), log.use_time_ms, log.first_byte_ms or 0,
-                 int(log.first_byte_ms is not None))
-        for span in SPANS:
-            start = span_start(log.created_at, span)
-            _add(usage, (span, start, log.user_id, log.key_id, log.model, group, log.status), values)
-            _add(totals, (span, start, log.model, group, log.status), values)
-            if log.upstream is not None:
-                _add(upstream, (span, start, log.upstream), timed)
+        _add(hours, (HOUR_S, start, log.user_id, log.key_id, log.model, groups.get(log.user_id, ""),
+                     log.status), values)
+        if log.upstream is not None:
+            first = log.first_byte_ms
+            timed = (1, int(is_error(log.status)), log.use_time_ms, first or 0, int(first is not None))
+            _add(upstream_hours, (HOUR_S, start, log.upstream), timed)
+    usage = dict(hours)
+    totals: dict[tuple[Any, ...], list[int]] = {}
+    for (_, start, user_id, key_id, model, group, status), sums in hours.items():
+        day = span_start(start, DAY_S)
+        _add(usage, (DAY_S, day, user_id, key_id, model, group, status), sums)
+        _add(totals, (HOUR_S, start, model, group, status), sums)
+        _add(totals, (DAY_S, day, model, group, status), sums)
+    upstream = dict(upstream_hours)
+    for (_, start, name), sums in upstream_hours.items():
+        _add(upstream, (DAY_S, span_start(start, DAY_S), name), sums)
     await tx.executemany(UPSERT_USAGE, [(*k, *v) for k, v in sorted(usage.items())])
     await tx.executemany(UPSERT_TOTALS, [(*k, *v) for k, v in sorted(totals.items())])
     if upstream:
         await tx.executemany(UPSERT_UPSTREAM, [(*k, *v) for k, v in sorted(upstream.items())])
 
 
-def _add(into: dict[tuple[Any, ...], list[int]], key: tuple[Any, ...], values: tuple[int, ...]) -> None:
+def _add(into: dict[tuple[Any, ...], list[int]], key: tuple[Any, ...], values: Sequence[int]) -> None:
     sums = into.get(key)
-    if sums is None:
-        into[key] = list(values)
-    else:
-        for i, v in enumerate(values):
-            sums[i] += v
+    into[key] = list(values) if sums is None else [a + b for a, b in zip(sums, values, strict=True)]
 
 
 async def _groups(tx: Tx, user_ids: set[int]) -> dict[int, str]:
