@@ -13,6 +13,8 @@ from gateway.runtime.observe import note_model
 from gateway.settings.config import Config, ModelConfig
 from gateway.settings.model_ids import ModelTable, listed
 
+_NO_MARKUP = Fraction(1)  # a group without a ratio; made once, not on each of a call's two asks
+
 
 class Catalogue:
     """Built once from the config; every lookup is a dict access."""
@@ -52,7 +54,7 @@ class Catalogue:
         return prices
 
     def ratio(self, group: str) -> Fraction:
-        return self._group_ratio.get(group, Fraction(1))
+        return self._group_ratio.get(group, _NO_MARKUP)
 
     def _group_allows(self, group: str, model_id: str) -> bool:
         allowed = self._group_models.get(group, self._group_models.get("default"))
