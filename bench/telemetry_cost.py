@@ -22,13 +22,16 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import aiohttp
 from aiohttp import web
+from starlette.datastructures import Headers
 
 from bench import measure, procs, wrk
 from bench.measure import Target
 from bench.scenarios import all_scenarios
+from gateway.api import hookimpl
 
 ADMIN_KEY = "bench-admin-key"
 CONNECTIONS = 16
@@ -149,18 +152,80 @@ FLUSH_EVERY = 200
 CALLS, ROUNDS = 20_000, 3  # of ``hooks``
 
 
-def hooks(ratio: float, calls: int = CALLS, rounds: int = ROUNDS) -> tuple[float, float, int]:
+class _Nothing:
+    """The four call hooks doing nothing: what pluggy's dispatch of them costs alone."""
+
+    @hookimpl
+    def gateway_call_started(self, ctx: object, headers: object) -> None:
+        pass
+
+    @hookimpl
+    def gateway_attempt_started(self, ctx: object, target: object, number: int, headers: object) -> None:
+        pass
+
+    @hookimpl
+    def gateway_attempt_ended(self, ctx: object, target: object, status: object, error: object) -> None:
+        pass
+
+    @hookimpl
+    def gateway_call_finished(self, ctx: object, log: object) -> None:
+        pass
+
+
+# A client's request head as the relay hands it to ``gateway_call_started`` (an SDK's, no trace).
+_HEAD = [
+    (b"host", b"127.0.0.1:8000"),
+    (b"user-agent", b"OpenAI/Python 1.99.0"),
+    (b"accept", b"application/json"),
+    (b"content-type", b"application/json"),
+    (b"authorization", b"Bearer sk-0123456789abcdef0123456789abcdef"),
+    (b"content-length", b"120"),
+]
+
+
+class HooksCost(NamedTuple):
+    total_us: float  # hooks, their dispatch and the export, per call
+    hooks_us: float  # what the event loop pays (pluggy's dispatch included)
+    dispatch_us: float  # of which pluggy's dispatch of the four hooks
+    spans: int  # received by the collector
+
+
+def _calls(hook: Any, contexts: list[Any], target: Any, log: Any) -> None:
+    """The hooks of calls with one attempt each, called as the relay calls them."""
+    for ctx in contexts:
+        hook.gateway_call_started(ctx=ctx, headers=Headers(raw=_HEAD))
+        hook.gateway_attempt_started(ctx=ctx, target=target, number=1, headers={})
+        hook.gateway_attempt_ended(ctx=ctx, target=target, status=200, error=None)
+        hook.gateway_call_finished(ctx=ctx, log=log)
+
+
+def hooks(ratio: float, calls: int = CALLS, rounds: int = ROUNDS) -> HooksCost:
     """The plugin's own CPU per call, in this process: the four hooks of a call with one attempt,
-    then the batch processor's export of the spans (encoding and HTTP to the collector) waited for
-    every ``FLUSH_EVERY`` sampled calls, so that no span is dropped (a dropped span's export would make the
-    figure look cheaper than it is); the best of ``rounds``. Exact where the wrk runs' figures drift
-    with the machine's load. Returns the CPU per call in us (all), the hooks' share of it in us
-    (what the event loop pays; the rest is the export, in the SDK's thread in a gateway) and the
-    spans the collector received."""
+    called through the gateway's plugin manager as the relay calls them, then the batch processor's
+    export of the spans (encoding and HTTP to the collector) waited for every ``FLUSH_EVERY``
+    sampled calls, so that no span is dropped (a dropped span's export would make the figure look
+    cheaper than it is); the best of ``rounds``. Exact where the wrk runs' figures drift with the
+    machine's load. The hooks' share is the event loop's; the export runs in the SDK's thread."""
     from types import SimpleNamespace
 
     from gateway.accounts.records import RequestLog
+    from gateway.api.testing import plugin_manager
     from plugins.telemetry.spans import CallTracer
+
+    def contexts() -> list[Any]:  # the relay's, made before the clock starts
+        return [
+            SimpleNamespace(
+                route="/v1/chat/completions",
+                family="chat",
+                model=SimpleNamespace(id="sim-chat"),
+                request_id=f"req_{i}",
+                arrived=time.perf_counter(),
+                started=0.0,
+                asked_model=None,
+                trace=None,
+            )
+            for i in range(calls)
+        ]
 
     port = procs.free_port()
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -172,6 +237,7 @@ def hooks(ratio: float, calls: int = CALLS, rounds: int = ROUNDS) -> tuple[float
             settings = SimpleNamespace(service_name="bench", sample_ratio=ratio)
             gateway = SimpleNamespace(config=SimpleNamespace(telemetry=settings), instance_id="bench")
             tracer = CallTracer(gateway, f"http://127.0.0.1:{port}")  # type: ignore[arg-type]
+            traced, nothing = plugin_manager(tracer).hook, plugin_manager(_Nothing()).hook
             upstream = SimpleNamespace(name="sim-openai", base_url="http://127.0.0.1:8101", style="standard")
             target = SimpleNamespace(
                 upstream=upstream, upstream_model="sim-chat", protocol="chat", name="sim-openai"
@@ -195,31 +261,18 @@ def hooks(ratio: float, calls: int = CALLS, rounds: int = ROUNDS) -> tuple[float
                 attempts=1,
             )
             chunk_calls = min(calls, int(FLUSH_EVERY / ratio)) if ratio > 0 else calls
-            best, best_hooks = float("inf"), float("inf")
+            best = best_hooks = best_dispatch = float("inf")
             for _ in range(rounds):
-                # The calls' contexts are the relay's, made before the clock starts.
-                contexts = [
-                    SimpleNamespace(
-                        route="/v1/chat/completions",
-                        family="chat",
-                        model=SimpleNamespace(id="sim-chat"),
-                        request_id=f"req_{i}",
-                        arrived=time.perf_counter(),
-                        started=0.0,
-                        asked_model=None,
-                        trace=None,
-                    )
-                    for i in range(calls)
-                ]
+                made = contexts()
+                started = time.process_time()
+                _calls(nothing, made, target, log)
+                best_dispatch = min(best_dispatch, (time.process_time() - started) / calls)
+                made = contexts()
                 in_hooks = 0.0
                 started = time.process_time()
                 for first in range(0, calls, chunk_calls):
                     chunk = time.process_time()
-                    for ctx in contexts[first : first + chunk_calls]:
-                        tracer.gateway_call_started(ctx, {})  # type: ignore[arg-type]
-                        tracer.gateway_attempt_started(ctx, target, 1, {})  # type: ignore[arg-type]
-                        tracer.gateway_attempt_ended(ctx, target, 200, None)  # type: ignore[arg-type]
-                        tracer.gateway_call_finished(ctx, log)  # type: ignore[arg-type]
+                    _calls(traced, made[first : first + chunk_calls], target, log)
                     in_hooks += time.process_time() - chunk
                     tracer.flush(60)
                 best = min(best, (time.process_time() - started) / calls)
@@ -228,7 +281,7 @@ def hooks(ratio: float, calls: int = CALLS, rounds: int = ROUNDS) -> tuple[float
             received = _spans(f"http://127.0.0.1:{port}")
         finally:
             procs.stop(collector)
-    return best * 1e6, best_hooks * 1e6, received
+    return HooksCost(best * 1e6, best_hooks * 1e6, best_dispatch * 1e6, received)
 
 
 if __name__ == "__main__":
@@ -237,10 +290,12 @@ if __name__ == "__main__":
         sys.exit(0)
     if len(sys.argv) >= 2 and sys.argv[1] == "hooks":
         for ratio in map(float, sys.argv[2:] or ["1.0"]):
-            total, in_hooks, received = hooks(ratio)
+            cost = hooks(ratio)
             print(
-                f"sample_ratio {ratio}: {total:.1f} us of CPU per call (hooks {in_hooks:.1f}, "
-                f"export {total - in_hooks:.1f}); {received} spans exported of {CALLS * ROUNDS} calls",
+                f"sample_ratio {ratio}: {cost.total_us:.1f} us of CPU per call (hooks {cost.hooks_us:.1f} "
+                f"of which pluggy's dispatch {cost.dispatch_us:.1f}, export "
+                f"{cost.total_us - cost.hooks_us:.1f}); {cost.spans} spans exported of "
+                f"{CALLS * ROUNDS} calls",
                 flush=True,
             )
         sys.exit(0)

@@ -60,6 +60,7 @@ _EMBEDDING_PATHS = ("/embeddings", ":embedContent", ":batchEmbedContents")
 _ROOT_SAMPLED = TraceFlags(TraceFlags.SAMPLED | TraceFlags.RANDOM_TRACE_ID)
 _ROOT_NOT_SAMPLED = TraceFlags(TraceFlags.RANDOM_TRACE_ID)
 _EMPTY_STATE = TraceState()
+_RATIO_BITS = TraceIdRatioBased.TRACE_ID_LIMIT  # the bits of a trace id its sampler compares to its bound
 _UNSET = Status(StatusCode.UNSET)
 
 
@@ -174,16 +175,18 @@ class CallTracer:
         self.flush(timeout_s)
         self._processor.shutdown()  # type: ignore[no-untyped-call]  # the SDK leaves it untyped
 
-    def _continued(self, headers: Mapping[str, str], name: str) -> tuple[SpanContext | None, TraceFlags]:
+    def _continued(
+        self, ctx: CallContext, headers: Mapping[str, str]
+    ) -> tuple[SpanContext | None, TraceFlags]:
         """A client's span (None if its ``traceparent`` is not valid) and the call's trace flags."""
         context = self._propagator.extract(headers)
         parent = trace.get_current_span(context).get_span_context()
         if not parent.is_valid:
-            return None, TraceFlags(TraceFlags.DEFAULT)
+            return None, _ROOT_NOT_SAMPLED
+        name = f"{operation_of(ctx.route, ctx.family)} {ctx.model.id}"
         decision = self._sampler.should_sample(context, parent.trace_id, name).decision
-        sampled = decision is Decision.RECORD_AND_SAMPLE
-        random_id = parent.trace_flags & TraceFlags.RANDOM_TRACE_ID
-        return parent, TraceFlags(random_id | (TraceFlags.SAMPLED if sampled else 0))
+        sampled = TraceFlags.SAMPLED if decision is Decision.RECORD_AND_SAMPLE else 0
+        return parent, TraceFlags((parent.trace_flags & TraceFlags.RANDOM_TRACE_ID) | sampled)
 
     # Each attribute costs CPU twice (put in a dict here, encoded when exported: most of what a
     # span costs), so a span carries what the GenAI conventions and the brief name, and what an
@@ -191,20 +194,19 @@ class CallTracer:
 
     @hookimpl
     def gateway_call_started(self, ctx: CallContext, headers: Mapping[str, str]) -> None:
-        operation = operation_of(ctx.route, ctx.family)
         parent: SpanContext | None = None
         if TRACEPARENT in headers:
-            parent, flags = self._continued(headers, f"{operation} {ctx.model.id}")
+            parent, flags = self._continued(ctx, headers)
         if parent is None:
             trace_id = self._ids.generate_trace_id()
-            sampled = trace_id & TraceIdRatioBased.TRACE_ID_LIMIT < self._bound
-            flags = _ROOT_SAMPLED if sampled else _ROOT_NOT_SAMPLED
+            flags = _ROOT_SAMPLED if trace_id & _RATIO_BITS < self._bound else _ROOT_NOT_SAMPLED
             state = _EMPTY_STATE
         else:
             trace_id, state = parent.trace_id, parent.trace_state
         span_id = self._ids.generate_span_id()
-        if flags.sampled:
+        if flags & TraceFlags.SAMPLED:
             context = SpanContext(trace_id, span_id, False, flags, state)
+            operation = operation_of(ctx.route, ctx.family)
             start = _epoch_ns(ctx.arrived if ctx.arrived is not None else ctx.started)
             ctx.trace = _Call(context, parent, operation, ctx.model.id, start)
             return
