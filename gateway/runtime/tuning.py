@@ -9,9 +9,8 @@ tuning"), which also names the settings that were measured and removed.
   (modules, plugins, the route table, the catalogue: tens of thousands of objects) is taken out of
   the collector's full collections, which otherwise walk all of it on the event loop.
 * ``collect_young_less_often`` (the same): the youngest generation is collected less often.
-* ``pin_mmap_threshold`` (every app): glibc's mmap threshold stays at 512 KiB, so that a large
-  body's buffers are returned to the system when freed instead of staying in a fragmented heap,
-  while the event loop's socket reads come from the heap.
+* ``pin_mmap_threshold`` (every app): glibc's mmap threshold stays at 128 KiB, so that a large
+  body's buffers are returned to the system when freed instead of staying in a fragmented heap.
 * ``BusySwitchInterval`` (body work off the event loop): a shorter GIL switch interval while a
   worker thread runs Python on a large body, so that the event loop does not wait behind it.
 * ``without_gc_pauses`` (the same thread): no cyclic collection while one large body is decoded.
@@ -31,11 +30,7 @@ from typing import TypeVar
 T = TypeVar("T")
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-# Above the 256 KiB that asyncio's socket transports hand to each recv(): at glibc's starting
-# 128 KiB every read of an upstream answer or stream chunk was a fresh mapping, shrunk to what
-# arrived and unmapped (three system calls and a page fault; glibc never raised its threshold for
-# it, as the block freed is the shrunk one).
-MMAP_THRESHOLD_BYTES = 512 * 1024
+MMAP_THRESHOLD_BYTES = 128 * 1024  # glibc's starting value, which it would otherwise raise
 BUSY_SWITCH_INTERVAL_S = 0.0005  # Python's default is 0.005
 YOUNG_COLLECTION_EVERY = 10_000  # Python's default is 700
 _PR_SET_PDEATHSIG = 1
@@ -56,8 +51,8 @@ def collect_young_less_often() -> None:
 
 
 def pin_mmap_threshold() -> None:
-    """Pin glibc's mmap threshold (``MMAP_THRESHOLD_BYTES``): by default it grows to the size of
-    the largest block freed, up to 32 MiB, after which body-sized buffers come from the heap, which
+    """Pin glibc's mmap threshold at its starting value: by default it grows to the size of the
+    largest block freed, up to 32 MiB, after which body-sized buffers come from the heap, which
     fragments and is rarely given back, so the process keeps every large body's memory for good.
     Pinned, each large buffer is its own mapping, returned to the system when freed. A no-op away
     from glibc."""
