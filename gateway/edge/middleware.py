@@ -32,7 +32,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway.accounts.keys import Network, client_ip_from, parse_networks
 from gateway.accounts.ratelimit_headers import rate_headers
 from gateway.edge.deadlines import BodyDeadlineMiddleware
-from gateway.edge.http import JSON_MEDIA_TYPE, REQUEST_ID_HEADER, handle_unexpected, new_request_id
+from gateway.edge.http import (
+    GATEWAY_SCOPE_KEY,
+    JSON_MEDIA_TYPE,
+    REQUEST_ID_HEADER,
+    handle_unexpected,
+    new_request_id,
+)
 from gateway.edge.refusals import is_refusal, refusal_row
 from gateway.edge.wrong_paths import CONSOLE_PATH, served, wrong_path
 from gateway.relay.families import DEFAULT_FAMILY, FamilyRegistry
@@ -138,6 +144,8 @@ class EdgeMiddleware:
         state[STATE_KEY] = request_scope
         id_header = (_REQUEST_ID_HEADER, rid.encode("ascii"))
         stats = self._http_stats(scope)
+        if self._gateway is not None:
+            scope[GATEWAY_SCOPE_KEY] = self._gateway  # for ``get_gateway``: no app.state lookup
         # the gateway's, which a config reload replaces (a bare app's: the one made here)
         reloaded = self._gateway.scrubber if self._gateway is not None else None
         request_scope.scrubber = reloaded if reloaded is not None else self._scrubber
