@@ -42,6 +42,7 @@ from gateway.edge.http import (
 from gateway.edge.refusals import is_refusal, refusal_row
 from gateway.edge.wrong_paths import CONSOLE_PATH, served, wrong_path
 from gateway.relay.families import DEFAULT_FAMILY, FamilyRegistry
+from gateway.relay.offload import BUDGET_SCOPE_KEY
 from gateway.runtime.errors import (
     GatewayError,
     MethodNotAllowed,
@@ -115,13 +116,16 @@ class EdgeMiddleware:
         self._stats: HttpStats | None = None  # the app's, found on the first request
         self._scrubber: SecretScrubber | None = None  # of the app's config, made on the first request
         self._gateway: Gateway | None = None  # the app's, found on the first request
+        self._body_work: object = None  # the app's body-work budget (``gateway.relay.offload``), found with it
 
     def _http_stats(self, scope: Scope) -> HttpStats:
         if self._stats is None:
-            gateway = getattr(getattr(scope.get("app"), "state", None), "gateway", None)
+            state = getattr(scope.get("app"), "state", None)
+            gateway = getattr(state, "gateway", None)
             if gateway is None:  # a bare app (unit test): counted nowhere
                 return HttpStats()
             self._gateway = gateway
+            self._body_work = getattr(state, "body_work_budget", None)
             self._stats = http_stats(gateway)
             self._scrubber = SecretScrubber.of_config(gateway.config)
         return self._stats
@@ -144,8 +148,9 @@ class EdgeMiddleware:
         state[STATE_KEY] = request_scope
         id_header = (_REQUEST_ID_HEADER, rid.encode("ascii"))
         stats = self._http_stats(scope)
-        if self._gateway is not None:
-            scope[GATEWAY_SCOPE_KEY] = self._gateway  # for ``get_gateway``: no app.state lookup
+        if self._gateway is not None:  # for ``get_gateway`` and ``budget_for``: no app.state lookups
+            scope[GATEWAY_SCOPE_KEY] = self._gateway
+            scope[BUDGET_SCOPE_KEY] = self._body_work
         # the gateway's, which a config reload replaces (a bare app's: the one made here)
         reloaded = self._gateway.scrubber if self._gateway is not None else None
         request_scope.scrubber = reloaded if reloaded is not None else self._scrubber

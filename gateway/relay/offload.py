@@ -44,6 +44,7 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 INLINE_BYTES = 256 * 1024  # below this the work is done on the loop (well under a millisecond)
+BUDGET_SCOPE_KEY = "gateway.body_work"  # the app's BodyWorkBudget, set by EdgeMiddleware
 BUDGET_BODIES = 2  # maximal bodies worked on at once
 
 
@@ -94,7 +95,12 @@ class BodyWorkBudget:
 
 
 def budget_for(request: Request) -> BodyWorkBudget | None:
-    budget = getattr(request.app.state, "body_work_budget", None)
+    """The app's budget: where ``EdgeMiddleware`` put it in the scope (a dict lookup; ``app.state``
+    goes through Starlette's ``State.__getattr__``, about 0.7 us, on every JSON body), else the
+    app's (an app without that middleware)."""
+    budget = request.scope.get(BUDGET_SCOPE_KEY)
+    if budget is None:
+        budget = getattr(request.app.state, "body_work_budget", None)
     return budget if isinstance(budget, BodyWorkBudget) else None
 
 
