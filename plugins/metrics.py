@@ -50,7 +50,7 @@ UPSTREAM_FAILURES = frozenset({"upstream_error", "upstream_cut"})
 MAX_ROUTES = 200  # distinct route labels kept; later ones are counted as "other"
 # ``/v1beta/models/sim-gemini:generateContent`` -> ``/v1beta/models/{model}:generateContent``
 _MODEL_IN_PATH = re.compile(r"^(/v1beta|/v1)/models/[^/:]+")
-FLUSH_AT = 512  # calls kept before they are handed to prometheus_client without waiting for a scrape
+FLUSH_AT = 128  # calls kept before a flush without a scrape: a flush of 128 holds the loop about 0.2 ms
 
 # What ``Metrics.observe`` keeps of a call until the next flush, read from its log at once: the
 # Meter's settlement rewrites ``charge_nano`` later, and the user's group is the request's own.
