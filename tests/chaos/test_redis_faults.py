@@ -151,7 +151,7 @@ async def test_hung_redis_costs_milliseconds_and_deny_refuses(
             assert (status, ready["down"]) == (503, ["redis"])
             await asyncio.sleep(max(0.0, 2.0 - (time.monotonic() - hung_at)))
             own_redis.resume()
-            await asyncio.sleep(RETRY_DOWN_S + 0.2)
+            await _redis_back(session, fleet)
             after = await burst(session, fleet, await _limited_key(session, fleet, user["id"], 10), 30)
             assert tally(after) == {"200": 10, "429 rate_limit_exceeded": 20}
             done.set()
@@ -162,7 +162,9 @@ async def test_hung_redis_costs_milliseconds_and_deny_refuses(
     assert tally(loaded) == {"200": len(loaded)}, tally(loaded)
     during = [c for c in loaded if hung_at + 0.3 < c.ended < hung_at + 2.0]
     slowest_unlimited = max(c.seconds for c in during if not c.stream)
-    assert slowest_unlimited < 1.0, slowest_unlimited
+    # Against the same load's slowest call before the hang: a loaded machine slows both alike.
+    before = [c.seconds for c in loaded if c.ended < hung_at and not c.stream]
+    assert slowest_unlimited < max(before) + 1.0, (slowest_unlimited, max(before))
     calls = [*first, *refused, *after, *loaded]
     money = await check_money(chaos_dsn, user["id"], BALANCE_USD * 10**9, calls, fleet)
     for replica in (0, 1):
