@@ -117,10 +117,11 @@ async def call(session: aiohttp.ClientSession, fleet: Fleet, replica: int, key: 
 
 
 async def keep_calling(session: aiohttp.ClientSession, fleet: Fleet, key: str, until: asyncio.Event,
-                       *, workers: int = 4, stream_every: int = 3, tokens: int = 8,
-                       pause_s: float = 0.02) -> list[Call]:
+                       *, workers: int = 2, stream_every: int = 3, tokens: int = 8,
+                       pause_s: float = 0.05) -> list[Call]:
     """``workers`` loops per replica calling until ``until`` is set (every ``stream_every``-th call
-    a stream)."""
+    a stream). Load enough to have calls in flight at every moment of a fault; more only costs the
+    suite CPU (refusals during an outage come back at once, so each loop's pause sets their rate)."""
     calls: list[Call] = []
 
     async def worker(replica: int, n: int) -> None:

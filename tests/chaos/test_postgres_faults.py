@@ -65,7 +65,7 @@ async def _through_a_fault(fleet: Fleet, fault: str, cluster: PostgresCluster) -
         ceiling = await fleet.admin(session, "POST", "/admin/keys",
                                     {"user_id": user["id"], "name": "ceiling", "quota_usd": CEILING_USD})
         done = asyncio.Event()
-        load = asyncio.create_task(keep_calling(session, fleet, key, done, workers=3, tokens=4))
+        load = asyncio.create_task(keep_calling(session, fleet, key, done, tokens=4))
         capped = asyncio.create_task(keep_calling(session, fleet, ceiling["key"], done, workers=1, tokens=4,
                                                   pause_s=0.05))
         streams = [asyncio.create_task(call(session, fleet, i % 2, key, stream=True, tokens=STREAM_TOKENS))
