@@ -116,7 +116,7 @@ class EdgeMiddleware:
         self._stats: HttpStats | None = None  # the app's, found on the first request
         self._scrubber: SecretScrubber | None = None  # of the app's config, made on the first request
         self._gateway: Gateway | None = None  # the app's, found on the first request
-        self._body_work: object = None  # the app's body-work budget (``gateway.relay.offload``), found with it
+        self._body_work: object = None  # the app's body-work budget (``relay.offload``), found with it
 
     def _http_stats(self, scope: Scope) -> HttpStats:
         if self._stats is None:
