@@ -16,12 +16,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import functools
 import importlib
 import os
 import secrets
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from starlette.applications import Starlette
 
 from gateway.runtime.context import Gateway
 from gateway.settings.config import Config, parse_config
+from gateway.storage import open_storage
 from tests.diagnostics import dump_database_activity
 
 # hypothesis is imported above, at collection, on purpose: otherwise a run of test folders that do
@@ -53,10 +56,10 @@ STARTUP_TIMEOUT_S = 10.0
 # made: about 25 ms of CPU, in hundreds of clients. No test reaches a public TLS server, so the
 # suite's processes trust one CA of their own instead (a test that serves TLS sets its own CA the
 # same way, for the process that needs it).
-_CA_DIR = tempfile.mkdtemp(prefix="gateway-tests-ca-")
-atexit.register(shutil.rmtree, _CA_DIR, True)
-trustme.CA().cert_pem.write_to_path(os.path.join(_CA_DIR, "ca.pem"))
-os.environ["SSL_CERT_FILE"] = os.path.join(_CA_DIR, "ca.pem")
+_SCRATCH_DIR = tempfile.mkdtemp(prefix="gateway-tests-")
+atexit.register(shutil.rmtree, _SCRATCH_DIR, True)
+trustme.CA().cert_pem.write_to_path(os.path.join(_SCRATCH_DIR, "ca.pem"))
+os.environ["SSL_CERT_FILE"] = os.path.join(_SCRATCH_DIR, "ca.pem")
 
 
 # --- parallel workers (``make test`` runs pytest-xdist with ``--dist loadgroup``) ----------------------
@@ -242,6 +245,26 @@ def base_config_dict(sim_base_url: str, db_path: Path) -> dict[str, Any]:
 MakeConfig = Callable[..., Config]
 
 
+@functools.cache
+def _migrated_sqlite() -> Path:
+    """An empty SQLite database with every migration applied, made once per test process: each
+    test's default database starts as a copy (3 ms of CPU to open) instead of migrating a new file
+    (13 ms, in about 1,800 gateways). Tests of migrations use databases of their own."""
+    path = Path(_SCRATCH_DIR) / "migrated.db"
+
+    async def migrate() -> None:
+        storage = open_storage(f"sqlite:///{path}")
+        await storage.open()
+        await storage.close()
+
+    # In a thread of its own: this runs in a fixture's setup, on the session loop's thread.
+    thread = threading.Thread(target=asyncio.run, args=(migrate(),))
+    thread.start()
+    thread.join()
+    assert path.exists()
+    return path
+
+
 @pytest.fixture
 def make_config(tmp_path: Path, simulator: SimulatorHandle) -> MakeConfig:
     """``make_config(**overrides, extra_models=[...], extra_upstreams=[...]) -> Config``.
@@ -255,10 +278,13 @@ def make_config(tmp_path: Path, simulator: SimulatorHandle) -> MakeConfig:
 
     def build(*, extra_models: Iterable[Mapping[str, Any]] = (),
               extra_upstreams: Iterable[Mapping[str, Any]] = (), **overrides: Any) -> Config:
-        raw = base_config_dict(simulator.base_url, tmp_path / "gateway.db")
+        db_path = tmp_path / "gateway.db"
+        raw = base_config_dict(simulator.base_url, db_path)
         raw.update(overrides)
         raw["models"] = [*raw["models"], *map(dict, extra_models)]
         raw["upstreams"] = [*raw["upstreams"], *map(dict, extra_upstreams)]
+        if raw["database"] == f"sqlite:///{db_path}" and not db_path.exists():
+            shutil.copyfile(_migrated_sqlite(), db_path)
         return parse_config(orjson.dumps(raw).decode())  # JSON is YAML
 
     return build
