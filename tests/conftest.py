@@ -13,10 +13,12 @@ while polling for readiness.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import atexit
 import contextlib
 import functools
+import gc
 import importlib
 import os
 import secrets
@@ -50,6 +52,19 @@ from tests.diagnostics import dump_database_activity
 # depth mismatch" when a garbage collection runs finalizers in the middle of it.
 ADMIN_KEY = "admin-test-key"
 STARTUP_TIMEOUT_S = 10.0
+
+
+def parse_python(source: str) -> ast.Module:
+    """``ast.parse`` with the garbage collector paused, for the tests that read the code: the same
+    CPython 3.11.7 fault (a collection running finalizers mid-parse) otherwise fails a parse now and
+    then with "SystemError: AST constructor recursion depth mismatch" (seen in CI)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(source)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 # Each SDK client (httpx) loads the CA bundle named by SSL_CERT_FILE (or the system's) when it is

@@ -11,6 +11,8 @@ import ast
 import configparser
 from pathlib import Path
 
+from tests.conftest import parse_python
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -34,7 +36,7 @@ def gateway_modules() -> dict[str, Path]:
 
 def imports_anything(path: Path) -> bool:
     return any(isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "module", "") != "__future__"
-               for node in ast.walk(ast.parse(path.read_text())))
+               for node in ast.walk(parse_python(path.read_text())))
 
 
 def test_every_module_of_the_core_is_in_a_layer() -> None:

@@ -36,6 +36,7 @@ from gateway.relay.translation import ProtocolAdapter
 from gateway.runtime.context import Gateway
 from gateway.runtime.errors import GatewayError, InvalidRequest, UpstreamError
 from gateway.settings.config import ConfigError, LimitsConfig, parse_config
+from tests.conftest import parse_python
 from tests.core.test_docs import plugin_section
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def _texts(path: Path) -> list[tuple[int, str]]:
     """Every string literal (docstrings and f-string parts included) and every comment."""
     source = path.read_text(encoding="utf-8")
     found: list[tuple[int, str]] = []
-    tree = ast.parse(source)
+    tree = parse_python(source)
     parts = {id(value) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for value in node.values}
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in parts:
@@ -99,7 +100,7 @@ def test_the_scan_finds_what_it_looks_for(tmp_path: Path) -> None:
 def test_the_core_imports_no_translator_or_plugin() -> None:
     offences = []
     for path in _core_files():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_python(path.read_text(encoding="utf-8"))):
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]

@@ -17,6 +17,7 @@ from gateway.relay.canonical import ChatRequest
 from gateway.relay.translation import RequestView
 from gateway.upstream.attempt import UpstreamFailure, upstream_io
 from gateway.upstream.client import AnswerTooLarge
+from tests.conftest import parse_python
 from translators.chat.frontend import CHAT
 
 ROOT = Path(__file__).parents[2]
@@ -50,7 +51,7 @@ def test_client_errors_are_mapped_in_attempt_only() -> None:
     """The relays and the pool name no HTTP client's exception: ``upstream_io`` is the one mapping."""
     for name in ("gateway/relay/pipeline.py", "gateway/relay/stream.py", "gateway/relay/call.py",
                  "gateway/upstream/pool.py"):
-        tree = ast.parse((ROOT / name).read_text())
+        tree = parse_python((ROOT / name).read_text())
         handlers = [ast.unparse(h.type) for h in ast.walk(tree)
                     if isinstance(h, ast.ExceptHandler) and h.type is not None]
         client_errors = ("aiohttp", "TimeoutError", "UpstreamConnectionError", "AnswerTooLarge", "OSError")

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import parse_python
+
 CORE = Path(__file__).resolve().parents[2] / "gateway_simulator"
 FORBIDDEN = (
     # credential and version headers
@@ -37,7 +39,7 @@ def test_core_names_no_vendor(path: Path) -> None:
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_core_imports_no_translator_or_plugin(path: Path) -> None:
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_python(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             names = [node.module or ""]
         elif isinstance(node, ast.Import):
