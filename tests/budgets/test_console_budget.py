@@ -4,6 +4,7 @@ its period and the period's spend."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from tests.conftest import ADMIN_KEY, GatewayHandle
@@ -57,5 +58,10 @@ async def test_console_sets_shows_and_clears_budgets(flat_gw: GatewayHandle, con
     await admin.fill("input[name=budget_usd]", "")
     await admin.click("[data-test=save-key]")
     await admin.wait_for_selector("text=Saved.")
-    shown = (await gw.admin("GET", f"/admin/keys/{key['id']}")).json()
+    # "Saved." may still be the user form's, from before: the key's own save is awaited on the API.
+    for _ in range(100):
+        shown = (await gw.admin("GET", f"/admin/keys/{key['id']}")).json()
+        if shown["budget_usd"] is None:
+            break
+        await asyncio.sleep(0.05)
     assert shown["budget_usd"] is None
