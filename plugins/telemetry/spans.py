@@ -270,20 +270,8 @@ class CallTracer:
             status = Status(StatusCode.ERROR, error)
         parent = call.context
         context = SpanContext(parent.trace_id, attempt.span_id, False, parent.trace_flags, parent.trace_state)
-        self._processor.on_end(
-            ReadableSpan(
-                f"{call.operation} {target.upstream_model}",
-                context=context,
-                parent=parent,
-                resource=self._resource,
-                attributes=attributes,
-                kind=SpanKind.CLIENT,
-                status=status,
-                start_time=attempt.start_ns,
-                end_time=time.time_ns(),
-                instrumentation_scope=self._scope,
-            )
-        )
+        self._export(f"{call.operation} {target.upstream_model}", context, parent, attributes,
+                     SpanKind.CLIENT, status, attempt.start_ns)
 
     @hookimpl
     def gateway_call_finished(self, ctx: CallContext, log: RequestLog) -> None:
@@ -311,17 +299,15 @@ class CallTracer:
             attributes["error.type"] = log.error_code
         # A server span's error: the gateway's or its upstreams' failure.
         status = Status(StatusCode.ERROR, log.error_code) if log.status >= 500 else _UNSET
+        self._export(f"{call.operation} {call.model}", call.context, call.parent, attributes,
+                     SpanKind.SERVER, status, call.start_ns)
+
+    def _export(self, name: str, context: SpanContext, parent: SpanContext | None,
+                attributes: dict[str, str | int | bool], kind: SpanKind, status: Status,
+                start_ns: int) -> None:
+        """A finished span, ending now, to the batch processor."""
         self._processor.on_end(
-            ReadableSpan(
-                f"{call.operation} {call.model}",
-                context=call.context,
-                parent=call.parent,
-                resource=self._resource,
-                attributes=attributes,
-                kind=SpanKind.SERVER,
-                status=status,
-                start_time=call.start_ns,
-                end_time=time.time_ns(),
-                instrumentation_scope=self._scope,
-            )
+            ReadableSpan(name, context=context, parent=parent, resource=self._resource,
+                         attributes=attributes, kind=kind, status=status, start_time=start_ns,
+                         end_time=time.time_ns(), instrumentation_scope=self._scope)
         )
