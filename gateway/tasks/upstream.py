@@ -28,7 +28,7 @@ from gateway.settings.config import UpstreamConfig
 from gateway.storage.rows import TaskRecord
 from gateway.tasks.ssrf import CallbackGuard, UnsafeDestination, is_address
 from gateway.upstream.attempt import REQUEST_ID_HEADER, UpstreamFailure, retry_after_s, upstream_io
-from gateway.upstream.client import USER_AGENT, AnswerTooLarge, Destination, body_payload
+from gateway.upstream.client import USER_AGENT, AnswerTooLarge, Destination, LoopShare, body_payload
 from gateway.upstream.pool import UpstreamPool
 
 log = logging.getLogger("gateway.upstream")
@@ -214,11 +214,13 @@ async def _read_within(resp: aiohttp.ClientResponse, limit: int) -> bytes:
     """A whole body, refused past ``limit`` bytes (as read, after decompression)."""
     parts: list[bytes] = []
     size = 0
+    share = LoopShare()
     async for data in resp.content.iter_any():
         size += len(data)
         if size > limit:
             raise AnswerTooLarge(f"the answer body is over {limit} bytes")
         parts.append(data)
+        await share.took(len(data))
     return b"".join(parts)
 
 
