@@ -12,8 +12,8 @@ What an upstream's answer may make the gateway hold or wait for, each from the c
 * the event loop: a read that finds data waiting returns without letting other calls run, and
   taking it lets aiohttp inflate the next piece at once, so a reader lets the loop turn after
   every ``LOOP_SHARE_BYTES`` it took (``LoopShare``): a gzip bomb read up to the body limit would
-  otherwise hold every other call for as long as inflating that limit takes (about 100 ms at
-  the default 64 MiB);
+  otherwise hold every other call for as long as inflating that limit takes (about 190 ms at
+  the default 64 MiB); and aiohttp inflates ``INFLATE_STEP`` at a time (its ``read_bufsize``);
 * connecting (TCP and TLS): ``connect_s`` (aiohttp's ``sock_connect``);
 * the answer's head: within ``first_byte_s`` of the request's last byte being written
   (``UpstreamClient.request``; until the request is written, a free connection, connecting and
@@ -54,7 +54,12 @@ USER_AGENT = "model-gateway/0.1"
 # aiohttp reads through getbuffer(), which copies the whole body out of the bytes it shared.
 _LARGE_BODY = 1024 * 1024
 _PIECE = 256 * 1024
-LOOP_SHARE_BYTES = 256 * 1024  # read without a turn of the event loop: well under 1 ms of inflating
+LOOP_SHARE_BYTES = 64 * 1024  # read without a turn of the event loop: well under 1 ms of inflating
+# aiohttp's read buffer, which is also how much it inflates of a compressed body at a time (and
+# twice it, how much it holds before pausing the connection): at its default 64 KiB, six gzip bombs
+# at once cost each event-loop turn about 6 ms; at 16 KiB, a quarter. Reading a 20 MB plain body
+# costs the same CPU at either size (docs/performance.md).
+INFLATE_STEP = 16 * 1024
 
 
 class LoopShare:
@@ -283,7 +288,8 @@ class UpstreamClient:
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=aiohttp.ClientTimeout(total=None),
             # Only what an upstream needs: the gateway sends its own User-Agent with each call.
-            skip_auto_headers=("User-Agent", "Accept"), trust_env=False, **head_limits(limits))
+            skip_auto_headers=("User-Agent", "Accept"), trust_env=False, read_bufsize=INFLATE_STEP,
+            **head_limits(limits))
 
     async def stop(self) -> None:
         if self._session is not None:
