@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import ssl
 import statistics
@@ -302,6 +303,12 @@ class HealthzSampler:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HealthzSampler]:
+        # In process, the heap is frozen while sampling, as a serving process freezes what it built
+        # at start (``gateway.runtime.tuning``): this one also holds three SDKs and the suite's
+        # objects, and one full collection of them (350-400 ms on a loaded machine, about 9 per
+        # worker over tests/hostile) read as the gateway's stall.
+        if self._in_process:
+            gc.freeze()
         task = asyncio.create_task(self._run())
         try:
             yield self
@@ -309,6 +316,8 @@ class HealthzSampler:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+            if self._in_process:
+                gc.unfreeze()
         if not self.samples:  # the attack ended before a first sample: take one now
             await self._probe(time.monotonic(), time.thread_time())
 

@@ -296,7 +296,8 @@ async def _head_later_than_first_byte(body: str) -> None:
             await _post(client, port, body=sent, timeouts=_timeouts(connect_s=5, first_byte_s=0.15))
         # The head's deadline is first_byte_s from the request written (a bytes body, one of
         # pieces, a large one sent a piece at a time), not from the call's start plus connect_s.
-        assert 0.15 <= loop.time() - began < 1.5
+        # (uvloop's timers have a resolution of 1 ms: the deadline's may fire that much early.)
+        assert 0.149 <= loop.time() - began < 1.5
         # Its connection was closed, not kept for the next call, which gets a new one.
         assert await (await _post(client, port)).read() == b"late enough"
         assert script.connections == 2
@@ -315,7 +316,7 @@ async def test_total_s_cuts_a_dripping_body() -> None:
         response = await _post(client, port, timeouts=_timeouts(idle_s=5, total_s=0.3))
         with pytest.raises(TimeoutError):
             await response.read()
-        assert 0.3 <= loop.time() - began < 1.5
+        assert 0.299 <= loop.time() - began < 1.5  # a timer may fire up to 1 ms early on uvloop
         response.close()
 
 
