@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import time
+
+import pytest
 
 from gateway.accounts.ratelimit import Limits, LocalBackend, RedisBackend, Verdict, rate_headers, retry_after
 
@@ -90,3 +93,51 @@ async def test_redis_unreachable_lets_calls_through() -> None:
         await backend.add_tokens("k", 5)  # logged, not raised
     finally:
         await backend.close()
+
+
+@pytest.mark.parametrize("busy", ["before the command leaves", "while its reply comes"])
+async def test_a_busy_event_loop_is_not_a_redis_outage(redis_url: str, busy: str) -> None:
+    """The deadline, the command and the reply are all the event loop's to handle: a loop held
+    past the deadline (here by a callback sleeping 0.4 s, as a burst of work on a loaded gateway
+    would) sends the command late, or finds Redis's reply in the same turn as the expired timer.
+    Redis's answer is the verdict all the same (redis-py takes a reply already read before its
+    timeout); taken for an outage, ``on_redis_error: allow`` would serve every call unlimited for
+    a while."""
+    backend = RedisBackend(redis_url, timeout_s=0.1)
+    ident = "test-" + secrets.token_hex(8)
+    limits = Limits(rpm=2)
+    loop = asyncio.get_running_loop()
+    try:
+        assert (await backend.check(ident, limits)).allowed  # connected
+        for expected in (True, False, False):
+            if busy == "before the command leaves":
+                loop.call_soon(time.sleep, 0.4)
+            else:  # one turn later: the command has been written and its reply is on the way
+                loop.call_soon(loop.call_soon, time.sleep, 0.4)
+            began = time.monotonic()
+            verdict = await backend.check(ident, limits)
+            assert time.monotonic() - began >= 0.4
+            assert verdict.allowed is expected
+            assert not backend.outage.down
+        assert backend.decided == {"allowed": 0, "refused": 0}  # no call was left to the policy
+    finally:
+        await backend.close()
+
+
+async def test_a_silent_redis_still_costs_only_the_deadline() -> None:
+    """A Redis that accepts the connection and never answers (a listening socket nobody reads):
+    the check gives up after its deadline and the policy decides."""
+    async def accept_and_ignore(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)
+
+    server = await asyncio.start_server(accept_and_ignore, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    backend = RedisBackend(f"redis://127.0.0.1:{port}/0", timeout_s=0.2)
+    try:
+        began = time.monotonic()
+        assert (await backend.check("k", Limits(rpm=1))).allowed  # on_redis_error: allow
+        assert 0.2 <= time.monotonic() - began < 1.0
+        assert backend.outage.down and backend.decided == {"allowed": 1, "refused": 0}
+    finally:
+        await backend.close()
+        server.close()
