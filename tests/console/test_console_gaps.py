@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from gateway.runtime.secrets_scrub import ERROR_MESSAGE_CHARS
+from tests.cache.conftest import kept
 from tests.conftest import ADMIN_KEY, GatewayHandle, StartGateway
 
 from .test_console import goto, sign_in
@@ -120,12 +121,14 @@ async def test_the_cache_flag_in_both_key_forms_and_the_cache_hit_outcome(
     made = next(k for k in keys if k["name"] == "cached")
     assert made["cache"] is True
 
-    # Two identical calls: the second is a hit, labelled as one in the log.
+    # Two identical calls: the second is a hit, labelled as one in the log. (An answer is handed
+    # to the cache as its call ends: the second call waits for the first's to be kept.)
     async with openai.AsyncOpenAI(base_url=gw.base_url + "/v1", api_key=full, max_retries=0) as client:
         for _ in range(2):
             await client.chat.completions.create(
                 model="sim-chat", messages=[{"role": "user", "content": "same"}]
             )
+            await kept(gw)
     assert {r["outcome"] for r in await logged(gw, f"key_id={made['id']}", 2)} == {"success", "cache_hit"}
     await goto(page, "#/admin/logs", "form.filters")
     badge = page.locator("[data-outcome=cache_hit]").first
