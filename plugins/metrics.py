@@ -107,33 +107,12 @@ class Metrics:
 
     def observe(self, log: RequestLog) -> None:
         charge = log.charge_nano
-        group = group_of(log) if charge else ""
-        if self._at_once:
-            self._write(log, group)
-            return
         pending = self._pending
         pending.append((log.route, log.model, log.status, log.outcome, log.upstream, log.use_time_ms,
-                        log.prompt_tokens, log.completion_tokens, charge, group,
+                        log.prompt_tokens, log.completion_tokens, charge, group_of(log) if charge else "",
                         log.first_byte_ms if log.is_stream else None))
-        if len(pending) >= FLUSH_AT:
+        if self._at_once or len(pending) >= FLUSH_AT:
             self.flush()
-
-    def _write(self, log: RequestLog, group: str) -> None:
-        """One call's updates, straight to the series (``flush`` for one call, without its sums)."""
-        model = self._catalogue.label(log.model) or "other"
-        route = self._route(log.route)
-        self.requests(route, model, str(log.status), log.outcome).inc()
-        self.latency(route, model).observe(log.use_time_ms / 1000)
-        if log.outcome in UPSTREAM_FAILURES:
-            self.upstream_errors(log.upstream or "none", log.outcome).inc()
-        if log.charge_nano:
-            self.calls.spend(model, self.calls.group(group)).inc(log.charge_nano / 1e9)
-        if log.is_stream and log.first_byte_ms is not None:
-            self.calls.first_token(model, log.first_byte_ms)
-        if log.prompt_tokens:
-            self.tokens(model, "prompt").inc(log.prompt_tokens)
-        if log.completion_tokens:
-            self.tokens(model, "completion").inc(log.completion_tokens)
 
     def flush(self) -> None:
         """Hand the calls kept since the last flush to the series, in the order they ended (the
