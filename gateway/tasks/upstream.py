@@ -220,7 +220,8 @@ async def _read_within(resp: aiohttp.ClientResponse, limit: int) -> bytes:
         if size > limit:
             raise AnswerTooLarge(f"the answer body is over {limit} bytes")
         parts.append(data)
-        await share.took(len(data))
+        if share.took(len(data)):
+            await asyncio.sleep(0)
     return b"".join(parts)
 
 

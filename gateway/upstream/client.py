@@ -63,19 +63,21 @@ INFLATE_STEP = 16 * 1024
 
 
 class LoopShare:
-    """Counts what a reader took since it last let the event loop turn, and lets it turn past
-    ``LOOP_SHARE_BYTES``: a read of data already buffered never suspends the task."""
+    """Counts what a reader took since it last let the event loop turn: a read of data already
+    buffered never suspends the task. ``took`` says when to turn it (``await asyncio.sleep(0)``),
+    past ``LOOP_SHARE_BYTES``; a plain call, as it runs for every chunk of every stream."""
 
     __slots__ = ("_taken",)
 
     def __init__(self) -> None:
         self._taken = 0
 
-    async def took(self, nbytes: int) -> None:
+    def took(self, nbytes: int) -> bool:
         self._taken += nbytes
-        if self._taken >= LOOP_SHARE_BYTES:
-            self._taken = 0
-            await asyncio.sleep(0)
+        if self._taken < LOOP_SHARE_BYTES:
+            return False
+        self._taken = 0
+        return True
 
 
 def body_payload(body: Body | None, headers: dict[str, str],
@@ -221,7 +223,8 @@ class UpstreamAnswer:
             raise
         finally:
             self._waiting_since = None
-        await self._share.took(len(data))
+        if self._share.took(len(data)):
+            await asyncio.sleep(0)
         return data
 
     async def read(self) -> bytes:
