@@ -23,9 +23,11 @@ MIB = 1024 * 1024
 
 
 def gzip_bomb(decoded_bytes: int = 300_000_000) -> bytes:
+    """About 290 KB of gzip that inflates to ``decoded_bytes`` of (valid) JSON (the hostile tests'
+    bomb too)."""
     pack = zlib.compressobj(9, zlib.DEFLATED, 31)
     block = b"a" * MIB
-    parts = [pack.compress(b'{"pad":"')]
+    parts = [pack.compress(b'{"id":"c","object":"chat.completion","pad":"')]
     parts += [pack.compress(block) for _ in range(decoded_bytes // MIB)]
     parts += [pack.compress(b'"}'), pack.flush()]
     return b"".join(parts)

@@ -22,7 +22,6 @@ import logging
 import ssl
 import statistics
 import time
-import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 
@@ -30,6 +29,8 @@ import aiohttp
 import h11
 import msgspec
 import trustme
+
+from bench import upstream_reads
 
 MIB = 1024 * 1024
 CHUNK = 64 * 1024  # what one write puts on the wire before waiting for the peer to take it
@@ -145,15 +146,7 @@ def answer_once(*chunks: bytes, pace_s: float = 0.0) -> Handler:
     return handle
 
 
-@functools.cache
-def gzip_bomb(decoded_bytes: int = 300_000_000) -> bytes:
-    """About 290 KB of gzip that inflates to ``decoded_bytes`` of (valid) JSON."""
-    pack = zlib.compressobj(9, zlib.DEFLATED, 31)
-    block = b"a" * MIB
-    parts = [pack.compress(b'{"id":"c","object":"chat.completion","pad":"')]
-    parts += [pack.compress(block) for _ in range(decoded_bytes // MIB)]
-    parts += [pack.compress(b'"}'), pack.flush()]
-    return b"".join(parts)
+gzip_bomb = functools.cache(upstream_reads.gzip_bomb)  # about 290 KB inflating to 300 MB of JSON
 
 
 class HostileUpstream:
