@@ -22,7 +22,8 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, NamedTuple
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import aiohttp
 from aiohttp import web
@@ -32,6 +33,10 @@ from bench import measure, procs, wrk
 from bench.measure import Target
 from bench.scenarios import all_scenarios
 from gateway.api import hookimpl
+
+if TYPE_CHECKING:  # imported when used: the whole-gateway runs need no OpenTelemetry here
+    from gateway.accounts.records import RequestLog
+    from plugins.telemetry.spans import CallTracer
 
 ADMIN_KEY = "bench-admin-key"
 CONNECTIONS = 16
@@ -183,6 +188,38 @@ _HEAD = [
 ]
 
 
+def standalone_tracer(endpoint: str, ratio: float) -> CallTracer:
+    """The telemetry plugin's tracer outside a gateway: the settings and instance id it reads."""
+    from plugins.telemetry.spans import CallTracer
+
+    settings = SimpleNamespace(service_name="bench", sample_ratio=ratio)
+    gateway = SimpleNamespace(config=SimpleNamespace(telemetry=settings), instance_id="bench")
+    return CallTracer(gateway, endpoint)  # type: ignore[arg-type]
+
+
+def upstream_target() -> Any:
+    """The ``Target`` fields the tracer reads of an attempt's upstream."""
+    upstream = SimpleNamespace(name="sim-openai", base_url="http://127.0.0.1:8101", style="standard")
+    return SimpleNamespace(upstream=upstream, upstream_model="sim-chat", protocol="chat", name="sim-openai")
+
+
+def call_context(request_id: str = "req_1") -> Any:
+    """The ``CallContext`` fields the tracer reads and writes, of a call arriving now."""
+    return SimpleNamespace(route="/v1/chat/completions", family="chat", model=SimpleNamespace(id="sim-chat"),
+                           request_id=request_id, arrived=time.perf_counter(), started=0.0,
+                           asked_model=None, trace=None)
+
+
+def call_log() -> RequestLog:
+    """A served call's request log row, as ``gateway_call_finished`` is given it."""
+    from gateway.accounts.records import RequestLog
+
+    return RequestLog(request_id="req_1", created_at=time.time(), user_id=1, key_id=1, token_name="t",
+                      route="/v1/chat/completions", family="chat", model="sim-chat", status=200,
+                      outcome="success", use_time_ms=12, prompt_tokens=20, completion_tokens=40,
+                      charge_nano=75_000, upstream="sim-openai", attempts=1)
+
+
 class HooksCost(NamedTuple):
     total_us: float  # hooks, their dispatch and the export, per call
     hooks_us: float  # what the event loop pays (pluggy's dispatch included)
@@ -206,26 +243,10 @@ def hooks(ratio: float, calls: int = CALLS, rounds: int = ROUNDS) -> HooksCost:
     sampled calls, so that no span is dropped (a dropped span's export would make the figure look
     cheaper than it is); the best of ``rounds``. Exact where the wrk runs' figures drift with the
     machine's load. The hooks' share is the event loop's; the export runs in the SDK's thread."""
-    from types import SimpleNamespace
-
-    from gateway.accounts.records import RequestLog
     from gateway.api.testing import plugin_manager
-    from plugins.telemetry.spans import CallTracer
 
     def contexts() -> list[Any]:  # the relay's, made before the clock starts
-        return [
-            SimpleNamespace(
-                route="/v1/chat/completions",
-                family="chat",
-                model=SimpleNamespace(id="sim-chat"),
-                request_id=f"req_{i}",
-                arrived=time.perf_counter(),
-                started=0.0,
-                asked_model=None,
-                trace=None,
-            )
-            for i in range(calls)
-        ]
+        return [call_context(f"req_{i}") for i in range(calls)]
 
     port = procs.free_port()
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -234,32 +255,9 @@ def hooks(ratio: float, calls: int = CALLS, rounds: int = ROUNDS) -> HooksCost:
         )
         try:
             procs.wait_listening(port, collector)
-            settings = SimpleNamespace(service_name="bench", sample_ratio=ratio)
-            gateway = SimpleNamespace(config=SimpleNamespace(telemetry=settings), instance_id="bench")
-            tracer = CallTracer(gateway, f"http://127.0.0.1:{port}")  # type: ignore[arg-type]
+            tracer = standalone_tracer(f"http://127.0.0.1:{port}", ratio)
             traced, nothing = plugin_manager(tracer).hook, plugin_manager(_Nothing()).hook
-            upstream = SimpleNamespace(name="sim-openai", base_url="http://127.0.0.1:8101", style="standard")
-            target = SimpleNamespace(
-                upstream=upstream, upstream_model="sim-chat", protocol="chat", name="sim-openai"
-            )
-            log = RequestLog(
-                request_id="req_1",
-                created_at=time.time(),
-                user_id=1,
-                key_id=1,
-                token_name="t",
-                route="/v1/chat/completions",
-                family="chat",
-                model="sim-chat",
-                status=200,
-                outcome="success",
-                use_time_ms=12,
-                prompt_tokens=20,
-                completion_tokens=40,
-                charge_nano=75_000,
-                upstream="sim-openai",
-                attempts=1,
-            )
+            target, log = upstream_target(), call_log()
             chunk_calls = min(calls, int(FLUSH_EVERY / ratio)) if ratio > 0 else calls
             best = best_hooks = best_dispatch = float("inf")
             for _ in range(rounds):

@@ -8,63 +8,24 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-import time
-from types import SimpleNamespace
-from typing import Any
 
-from gateway.api.accounts import RequestLog
+from bench.telemetry_cost import call_context, call_log, standalone_tracer, upstream_target
 from plugins.telemetry.spans import CallTracer
 
 from .conftest import Collector
 
 TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
-TARGET = SimpleNamespace(
-    upstream=SimpleNamespace(name="up", base_url="http://127.0.0.1:9", style="standard"),
-    upstream_model="sim-chat",
-    protocol="chat",
-    name="up",
-)
-LOG = RequestLog(
-    request_id="req_1",
-    created_at=0.0,
-    user_id=1,
-    key_id=1,
-    token_name="t",
-    route="/v1/chat/completions",
-    family="chat",
-    model="m",
-    status=200,
-    outcome="success",
-    use_time_ms=1,
-    prompt_tokens=1,
-    completion_tokens=1,
-    charge_nano=1,
-    upstream="up",
-    attempts=1,
-)
-
-
-def _tracer(endpoint: str, ratio: float) -> CallTracer:
-    settings = SimpleNamespace(service_name="t", sample_ratio=ratio)
-    return CallTracer(SimpleNamespace(config=SimpleNamespace(telemetry=settings), instance_id="i"), endpoint)  # type: ignore[arg-type]
+TARGET = upstream_target()
+LOG = call_log()
 
 
 def _call(tracer: CallTracer, headers: dict[str, str]) -> dict[str, str]:
     """One call with one answered attempt; the headers the attempt sent upstream."""
-    ctx: Any = SimpleNamespace(
-        route="/v1/chat/completions",
-        family="chat",
-        model=SimpleNamespace(id="m"),
-        request_id="req_1",
-        arrived=time.perf_counter(),
-        started=0.0,
-        asked_model=None,
-        trace=None,
-    )
+    ctx = call_context()
     tracer.gateway_call_started(ctx, headers)
     sent: dict[str, str] = {}
-    tracer.gateway_attempt_started(ctx, TARGET, 1, sent)  # type: ignore[arg-type]
-    tracer.gateway_attempt_ended(ctx, TARGET, 200, None)  # type: ignore[arg-type]
+    tracer.gateway_attempt_started(ctx, TARGET, 1, sent)
+    tracer.gateway_attempt_ended(ctx, TARGET, 200, None)
     tracer.gateway_call_finished(ctx, LOG)
     return sent
 
@@ -77,7 +38,7 @@ def _parts(sent: dict[str, str]) -> tuple[str, str, int]:
 
 async def test_a_trace_the_gateway_starts(collector: Collector) -> None:
     """Sampled: flags 03 (sampled, random trace id, as the SDK's own), the attempt's span id sent."""
-    tracer = _tracer(collector.base_url, 1.0)
+    tracer = standalone_tracer(collector.base_url, 1.0)
     try:
         trace_id, span_id, flags = _parts(_call(tracer, {}))
         assert flags == 0x03
@@ -90,7 +51,7 @@ async def test_a_trace_the_gateway_starts(collector: Collector) -> None:
 
 
 def test_a_trace_not_sampled_is_passed_on() -> None:
-    tracer = _tracer("http://127.0.0.1:9", 0.0)
+    tracer = standalone_tracer("http://127.0.0.1:9", 0.0)
     first, second = _call(tracer, {}), _call(tracer, {})
     assert _parts(first)[2] == 0x02 and "tracestate" not in first  # random trace id, not sampled
     assert _parts(first)[0] != _parts(second)[0]
@@ -103,7 +64,7 @@ def test_a_trace_not_sampled_is_passed_on() -> None:
 
 async def test_a_clients_flags_are_kept(collector: Collector) -> None:
     """Sampled whatever the ratio when the client's is (ParentBased); its random flag kept."""
-    tracer = _tracer(collector.base_url, 0.0)
+    tracer = standalone_tracer(collector.base_url, 0.0)
     try:
         trace_id, parent = secrets.token_hex(16), secrets.token_hex(8)
         sent = _call(tracer, {"traceparent": f"00-{trace_id}-{parent}-03", "tracestate": "a=b,c=d"})
@@ -116,7 +77,7 @@ async def test_a_clients_flags_are_kept(collector: Collector) -> None:
 
 
 def test_a_traceparent_not_valid_starts_a_trace() -> None:
-    tracer = _tracer("http://127.0.0.1:9", 0.0)
+    tracer = standalone_tracer("http://127.0.0.1:9", 0.0)
     zero_trace, version_ff = f"00-{'0' * 32}-{'1' * 16}-01", f"ff-{'1' * 32}-{'1' * 16}-01"
     for header in (zero_trace, "garbage", version_ff):
         trace_id, _, flags = _parts(_call(tracer, {"traceparent": header}))
