@@ -36,7 +36,7 @@ from bench.procs import free_port, start_gateway
 from gateway.accounts.records import KeyRecord, Outcome, RequestLog
 from gateway.server.servers import DEFAULT_SERVER
 from gateway.storage import open_storage
-from gateway.storage.sql_money import LOG_FIELDS
+from gateway.storage.sql_request_log import LOG_FIELDS
 from gateway.storage.sql_rollup import (
     SPANS,
     TOTALS_KEY,

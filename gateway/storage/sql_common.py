@@ -42,6 +42,7 @@ from gateway.storage.sql_dialect import SQLITE as SQLITE
 from gateway.storage.sql_dialect import Dialect
 from gateway.storage.sql_documents import SqlDocuments
 from gateway.storage.sql_idempotency import SqlIdempotency
+from gateway.storage.sql_request_log import LOG_FIELDS, insert_logs, log_from_row
 from gateway.storage.sql_tasks import SqlTaskStore
 
 T = TypeVar("T")
@@ -299,7 +300,7 @@ class SqlStorage(SqlDocuments, SqlIdempotency, SqlResponseCache, SqlTaskStore, S
                 closed += await m.close_from_leases(tx, carved)
             await m.book_closures(tx, closed, count_requests=True, release_kind="release",
                                   uncounted=returns)
-            await m.insert_logs(tx, logs)
+            await insert_logs(tx, logs)
 
         await self._write(fn)
 
@@ -352,7 +353,7 @@ class SqlStorage(SqlDocuments, SqlIdempotency, SqlResponseCache, SqlTaskStore, S
     # --- request log and usage ------------------------------------------------------------------
     async def write_logs(self, logs: Sequence[RequestLog]) -> None:
         if logs:
-            await self._write(lambda tx: m.insert_logs(tx, logs))
+            await self._write(lambda tx: insert_logs(tx, logs))
 
     async def log_page(self, user_id: int, page: int, page_size: int) -> LogPage:
         page, page_size = max(page, 1), max(page_size, 1)
@@ -360,10 +361,10 @@ class SqlStorage(SqlDocuments, SqlIdempotency, SqlResponseCache, SqlTaskStore, S
             total = (await tx.fetchall("SELECT COUNT(*) AS n FROM request_logs WHERE user_id = ?",
                                        (user_id,)))[0]["n"]
             rows = await tx.fetchall(
-                f"SELECT {', '.join(m.LOG_FIELDS)} FROM request_logs WHERE user_id = ? "
+                f"SELECT {', '.join(LOG_FIELDS)} FROM request_logs WHERE user_id = ? "
                 "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
                 (user_id, page_size, (page - 1) * page_size))
-        return LogPage(items=[m.log_from_row(r) for r in rows], total=total)
+        return LogPage(items=[log_from_row(r) for r in rows], total=total)
 
     async def daily_costs(self, key_id: int, start_ts: int, end_ts: int) -> list[DailyCost]:
         day = self.dialect.day.replace("{col}", "created_at")

@@ -15,8 +15,6 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any
 
-import msgspec
-
 from gateway.accounts.records import RequestLog
 from gateway.storage.base import StorageUnavailable
 from gateway.storage.rows import LEASE_PREFIX, Reservation, Settlement
@@ -31,13 +29,10 @@ from gateway.storage.sql_budget import (
 )
 from gateway.storage.sql_dialect import Row as Row
 from gateway.storage.sql_dialect import Tx as Tx
-from gateway.storage.sql_rollup import add_to_rollups
+from gateway.storage.sql_request_log import insert_logs
 
 log = logging.getLogger(__name__)
 
-LOG_FIELDS: tuple[str, ...] = RequestLog.__struct_fields__
-_CHARGE_AT = LOG_FIELDS.index("charge_nano")
-_LOG_BOOLS = ("is_stream", "usage_estimated")
 RES_COLUMNS = "request_id, user_id, key_id, amount_nano, instance, created_at"
 CHUNK = 500  # ids per IN (...) list; far below SQLite's parameter limit
 
@@ -56,34 +51,6 @@ def in_list(n: int) -> str:
 def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
-
-
-# --- request logs ----------------------------------------------------------------------------------
-INSERT_LOG = (f"INSERT INTO request_logs ({', '.join(LOG_FIELDS)}) "
-              f"VALUES ({', '.join('?' * len(LOG_FIELDS))})")
-
-
-def log_row(log: RequestLog, charge_nano: int | None = None) -> tuple[Any, ...]:
-    """The INSERT_LOG values of ``log`` (``charge_nano``: what was charged, when it differs)."""
-    row = msgspec.structs.astuple(log)
-    if charge_nano is not None:
-        row = (*row[:_CHARGE_AT], charge_nano, *row[_CHARGE_AT + 1:])
-    return row
-
-
-async def insert_logs(tx: Tx, logs: Sequence[RequestLog]) -> None:
-    """Write request-log rows and add them to the roll-ups (``sql_rollup``), in ``tx``: the one
-    way rows enter the request log."""
-    if logs:
-        await tx.executemany(INSERT_LOG, [log_row(log) for log in logs])
-        await add_to_rollups(tx, logs)
-
-
-def log_from_row(row: Row) -> RequestLog:
-    values = {f: row[f] for f in LOG_FIELDS}
-    for f in _LOG_BOOLS:
-        values[f] = bool(values[f])
-    return RequestLog(**values)
 
 
 # --- reserve -----------------------------------------------------------------------------------------

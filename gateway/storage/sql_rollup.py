@@ -1,6 +1,6 @@
 """The request log's roll-ups, kept up to date in the transaction that writes its rows.
 
-Every statement that inserts request-log rows (``sql_money.insert_logs``) adds them to
+Every statement that inserts request-log rows (``sql_request_log.insert_logs``) adds them to
 ``usage_rollups`` (calls, tokens, money and time per hour and per UTC day, user, key, model, group
 and status), ``usage_totals`` (the same without user and key, for questions about everyone) and
 ``upstream_rollups`` (calls, errors and latency per hour and day and upstream) in

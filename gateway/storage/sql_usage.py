@@ -25,9 +25,9 @@ from typing import Any
 
 import msgspec
 
-from gateway.storage import sql_money as m
 from gateway.storage.rows import DailyCost, LogFilter, LogPage
 from gateway.storage.sql_common import SqlStorage, Tx
+from gateway.storage.sql_request_log import LOG_FIELDS, log_from_row
 from gateway.storage.sql_rollup import DAY_S, HOUR_S, span_start
 from gateway.storage.usage_rows import PruneStep, UsageQuery, UsageRow
 
@@ -125,11 +125,11 @@ class SqlUsage(SqlStorage):
                 clause += f" AND created_at <= {at} AND (created_at < {at} OR id < {int(where.before)})"
                 offset = 0
             rows = await tx.fetchall(
-                f"SELECT id AS row_id, {', '.join(m.LOG_FIELDS)} FROM request_logs WHERE {clause} "
+                f"SELECT id AS row_id, {', '.join(LOG_FIELDS)} FROM request_logs WHERE {clause} "
                 "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
                 (*args, page_size, offset))
         next_before = int(rows[-1]["row_id"]) if len(rows) == page_size else None
-        return LogPage(items=[m.log_from_row(r) for r in rows], total=total, next_before=next_before)
+        return LogPage(items=[log_from_row(r) for r in rows], total=total, next_before=next_before)
 
     async def log_page(self, user_id: int, page: int, page_size: int) -> LogPage:
         return await self.query_logs(LogFilter(user_id=user_id), page, page_size)
