@@ -18,7 +18,6 @@ import asyncio
 import atexit
 import contextlib
 import functools
-import gc
 import importlib
 import os
 import secrets
@@ -42,6 +41,7 @@ from multidict import CIMultiDictProxy
 from starlette.applications import Starlette
 
 from gateway.runtime.context import Gateway
+from gateway.runtime.tuning import without_gc_pauses
 from gateway.settings.config import Config, parse_config
 from gateway.storage import open_storage
 from tests.diagnostics import dump_database_activity
@@ -58,13 +58,7 @@ def parse_python(source: str) -> ast.Module:
     """``ast.parse`` with the garbage collector paused, for the tests that read the code: the same
     CPython 3.11.7 fault (a collection running finalizers mid-parse) otherwise fails a parse now and
     then with "SystemError: AST constructor recursion depth mismatch" (seen in CI)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return ast.parse(source)
-    finally:
-        if enabled:
-            gc.enable()
+    return without_gc_pauses(lambda: ast.parse(source))
 
 
 # Each SDK client (httpx) loads the CA bundle named by SSL_CERT_FILE (or the system's) when it is
