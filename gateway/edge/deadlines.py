@@ -25,6 +25,7 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.edge.http import ARRIVED_SCOPE_KEY
+from gateway.runtime.coarse_timers import Deadline
 from gateway.runtime.errors import GatewayError
 from gateway.runtime.observe import current_scope
 from gateway.settings.config import LimitsConfig
@@ -59,7 +60,7 @@ class BodyDeadlineMiddleware:
             try:
                 if limit <= 0:
                     raise TimeoutError
-                async with asyncio.timeout(limit):
+                async with Deadline(asyncio.get_running_loop().time() + limit):
                     message = await receive()
             except TimeoutError:
                 timed_out = True

@@ -40,6 +40,7 @@ from aiohttp.abc import AbstractStreamWriter
 from multidict import CIMultiDictProxy
 from yarl import URL
 
+from gateway.runtime.coarse_timers import CoarseTimer, Deadline, timers_of
 from gateway.settings.config import LimitsConfig, UpstreamTimeouts
 
 Body = bytes | AsyncIterable[bytes]
@@ -168,7 +169,7 @@ class UpstreamAnswer:
     lookup per chunk of a stream)."""
 
     __slots__ = ("_body_limit", "_ends_at", "_expired", "_idle_s", "_loop", "_response", "_share", "_stopped",
-                 "_timer", "_waiting_since", "headers", "status")
+                 "_timer", "_timers", "_waiting_since", "headers", "status")
 
     def __init__(self, response: aiohttp.ClientResponse, idle_s: float, body_limit: int,
                  ends_at: float) -> None:
@@ -183,13 +184,14 @@ class UpstreamAnswer:
         self._expired = ""  # why the answer was cut: its deadline's words
         self._stopped = False  # ended by the gateway itself (``stop``): reads find the end, no error
         self._share = LoopShare()
-        self._timer: asyncio.TimerHandle | None = None
+        self._timers = timers_of(self._loop)
+        self._timer: CoarseTimer | None = None
         self._arm(self._loop.time())
 
     def _arm(self, now: float) -> None:
         since = self._waiting_since
         next_idle = (now if since is None else since) + self._idle_s
-        self._timer = self._loop.call_at(min(next_idle, self._ends_at), self._check)
+        self._timer = self._timers.call_at(min(next_idle, self._ends_at), self._check)
 
     def _check(self) -> None:
         now = self._loop.time()
@@ -328,7 +330,7 @@ class UpstreamClient:
         loop = asyncio.get_running_loop()
         now = loop.time()
         ends_at = now + timeouts.total_s
-        head_deadline = asyncio.timeout_at(min(now + timeouts.connect_s + timeouts.first_byte_s, ends_at))
+        head_deadline = Deadline(min(now + timeouts.connect_s + timeouts.first_byte_s, ends_at))
 
         waiting = False  # for the head: an upstream may answer before the body is all sent
 
