@@ -240,36 +240,37 @@ class FastStream:
             return b""  # the half of an event a cut stream left: dropped, the relay reports the cut
 
     def _relay(self, data: bytes) -> bytes:
+        """Each event read once: a payload naming ``usage`` is decoded for it (which also proves
+        it one JSON object), any other checked to be one (a broken chunk raises, and the relay
+        ends the stream with an in-band error, an upstream cut, instead of passing garbage)."""
+        kept: list[bytes] = []
+        dropped = False
         for event in split_events(data):
             payload = event_data(event)
-            if payload is not None and payload.strip() != b"[DONE]":
-                # Only well-formed chunks go on: a broken one raises, and the relay ends the
-                # stream with an in-band error (an upstream cut) instead of passing garbage.
-                _CHUNK_SYNTAX.decode(payload)
-        if not self._complete and b"[DONE]" in data:
-            self._complete = any(event_data(e) == b"[DONE]" for e in split_events(data))
-        if b'"usage"' in data:
-            data = self._watch_usage(data)
+            if payload is not None:
+                if payload == b"[DONE]":
+                    self._complete = True
+                elif payload.strip() == b"[DONE]":
+                    pass
+                elif b'"usage"' in payload:
+                    if self._saw_usage_only(payload):
+                        dropped = True
+                        continue
+                else:
+                    _CHUNK_SYNTAX.decode(payload)
+            kept.append(event)
+        if dropped:
+            data = b"".join(kept)
         if self._public_model is not None:
             data = replace_model(data, self._public_model)
         return data
 
-    def _watch_usage(self, data: bytes) -> bytes:
-        kept: list[bytes] = []
-        for event in split_events(data):
-            if b'"usage"' in event and self._saw_usage_only(event):
-                continue
-            kept.append(event)
-        return b"".join(kept)
-
-    def _saw_usage_only(self, event: bytes) -> bool:
-        """Records the event's usage; True when it is a usage-only chunk to drop."""
-        payload = event_data(event)
-        if payload is None:
-            return False
+    def _saw_usage_only(self, payload: bytes) -> bool:
+        """Records the chunk's usage; True when it is a usage-only chunk to drop."""
         try:
             view = usage_only_decoder.decode(payload)
         except msgspec.MsgspecError:
+            _CHUNK_SYNTAX.decode(payload)  # no usage to read; still one JSON object, or it raises
             return False
         if view.usage is None:
             return False
