@@ -73,6 +73,35 @@ async def test_calls_hold_from_one_row_and_settle_exactly(storage: Storage, new_
     assert await run_audit(storage) == []
 
 
+async def test_a_burst_on_one_key_takes_a_few_slabs_not_one_per_slab_of_calls(
+        storage: Storage, new_principal: NewPrincipal, meters, monkeypatch: pytest.MonkeyPatch) -> None:
+    """500 calls at once: the slab asked while calls wait covers them too, so the burst takes two
+    transactions (the first call's slab, then the waiting calls' share), not one per
+    ``LEASE_CALLS`` calls, each waking every call still waiting."""
+    p = await new_principal(balance_nano=ROOMY)
+    meter = meters()
+    await meter.start()
+    asked: list[int] = []
+    reserve = storage.reserve
+
+    async def counted(hold: Any, *args: Any, **kwargs: Any) -> bool:
+        if hold.lease is not None:
+            asked.append(hold.amount_nano)
+        return bool(await reserve(hold, *args, **kwargs))
+
+    monkeypatch.setattr(storage, "reserve", counted)
+    go = asyncio.Event()
+    calls = [asyncio.create_task(leased_call(meter, p, f"b-{i}", 600, go)) for i in range(500)]
+    await asyncio.sleep(0.5)
+    go.set()
+    assert all(await asyncio.gather(*calls))
+    assert len(asked) <= 3, asked
+    assert sum(asked) >= 500 * WORST
+    await meter.flush()
+    assert await storage.open_reservations() == []
+    assert await run_audit(storage) == []
+
+
 async def test_charge_above_the_hold_comes_from_the_slab(storage: Storage, new_principal: NewPrincipal,
                                                          meters) -> None:
     p = await new_principal(balance_nano=ROOMY)
