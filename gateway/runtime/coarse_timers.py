@@ -24,16 +24,19 @@ TICK_S = 0.005
 
 
 class CoarseTimer:
-    """One armed callback; ``cancel`` disarms it (harmless when it already fired)."""
+    """One armed callback; ``cancel`` disarms it (harmless when it already fired, and effective
+    even from another callback of the same tick)."""
 
-    __slots__ = ("_callback", "_slot", "_timers")
+    __slots__ = ("_callback", "_cancelled", "_slot", "_timers")
 
     def __init__(self, timers: CoarseTimers, slot: int, callback: Callable[[], None]) -> None:
         self._timers = timers
         self._slot = slot
         self._callback = callback
+        self._cancelled = False
 
     def cancel(self) -> None:
+        self._cancelled = True
         self._timers._disarm(self)
 
 
@@ -91,6 +94,8 @@ class CoarseTimers:
             entries = self._slots.pop(slot)
             self._armed -= len(entries)
             for timer in entries:
+                if timer._cancelled:
+                    continue
                 try:
                     timer._callback()
                 except Exception as exc:  # one timer's fault is not the others'

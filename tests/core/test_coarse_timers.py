@@ -123,3 +123,22 @@ async def test_an_outside_cancellation_wins_over_a_deadline_that_passed_with_it(
     with pytest.raises(asyncio.CancelledError):
         await task
 
+
+
+async def test_a_timer_cancelled_by_another_of_the_same_tick_does_not_fire() -> None:
+    loop = asyncio.get_running_loop()
+    timers = timers_of(loop)
+    fired: list[str] = []
+    due = loop.time() + 0.01
+    second = None
+
+    def first() -> None:
+        fired.append("first")
+        assert second is not None
+        second.cancel()
+
+    timers.call_at(due, first)
+    second = timers.call_at(due, lambda: fired.append("second"))
+    await asyncio.sleep(0.01 + 3 * TICK_S)
+    assert fired == ["first"]
+    assert timers.armed == 0
