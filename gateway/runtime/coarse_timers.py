@@ -21,6 +21,20 @@ from collections.abc import Callable
 from types import TracebackType
 
 TICK_S = 0.005
+_NEVER = -1  # the slot of a timer that never fires
+# A time exactly on a slot's boundary divides to just under it in floating point (0.145 / 0.005 is
+# 28.999...): without this the tick woken at the boundary would find its slot not yet due and spin.
+_ROUNDING = 1e-6
+
+
+def _slot_of(when: float) -> int:
+    """The slot whose end is the first at or after ``when``."""
+    return math.ceil(when / TICK_S - _ROUNDING)
+
+
+def _slots_passed(now: float) -> int:
+    """The last slot whose end is at or before ``now``."""
+    return math.floor(now / TICK_S + _ROUNDING)
 
 
 class CoarseTimer:
@@ -43,14 +57,16 @@ class CoarseTimer:
 class CoarseTimers:
     """The coarse timers of one event loop (``timers_of``)."""
 
-    __slots__ = ("__weakref__", "_armed", "_handle", "_loop", "_next_slot", "_slots")
+    __slots__ = ("_armed", "_loop", "_next_slot", "_slots", "_ticking")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        # Weak: these timers are the value of their loop's entry in ``timers_of``'s weak registry,
+        # and a value holding its key would keep every loop ever used alive.
+        self._loop = weakref.ref(loop)
         self._slots: dict[int, dict[CoarseTimer, None]] = {}
         self._armed = 0
         self._next_slot = 0  # the first slot not yet fired
-        self._handle: asyncio.TimerHandle | None = None
+        self._ticking = False  # the loop timer is set (not kept: its handle holds the loop)
 
     @property
     def armed(self) -> int:
@@ -60,14 +76,20 @@ class CoarseTimers:
     @property
     def ticking(self) -> bool:
         """Whether the loop timer runs (only while a timer is armed, and until its next tick)."""
-        return self._handle is not None
+        return self._ticking
 
     def call_at(self, when: float, callback: Callable[[], None]) -> CoarseTimer:
-        """``callback()`` once the loop's time is past ``when``, unless cancelled first."""
-        if self._handle is None:  # nothing armed: the tick starts from now
-            self._next_slot = math.floor(self._loop.time() / TICK_S) + 1
-            self._handle = self._loop.call_at(self._next_slot * TICK_S, self._tick)
-        slot = max(math.ceil(when / TICK_S), self._next_slot)
+        """``callback()`` once the loop's time is past ``when``, unless cancelled first (never
+        for an infinite ``when``, as ``asyncio.timeout_at`` with one)."""
+        loop = self._loop()
+        if not when < math.inf or loop is None:
+            return CoarseTimer(self, _NEVER, callback)
+        if not self._ticking:  # nothing armed, or a tick is running its callbacks
+            if not self._armed:  # the tick starts from now (else from the first slot not fired)
+                self._next_slot = _slots_passed(loop.time()) + 1
+            self._ticking = True
+            loop.call_at(self._next_slot * TICK_S, self._tick)
+        slot = max(_slot_of(when), self._next_slot)
         timer = CoarseTimer(self, slot, callback)
         entries = self._slots.get(slot)
         if entries is None:
@@ -84,7 +106,11 @@ class CoarseTimers:
                 del self._slots[timer._slot]
 
     def _tick(self) -> None:
-        now_slot = math.floor(self._loop.time() / TICK_S)
+        self._ticking = False  # whatever a callback raises, the next ``call_at`` starts the tick again
+        loop = self._loop()
+        if loop is None:
+            return
+        now_slot = _slots_passed(loop.time())
         if now_slot - self._next_slot < len(self._slots):
             due = [s for s in range(self._next_slot, now_slot + 1) if s in self._slots]
         else:  # the loop was held for many ticks: walk the armed slots instead
@@ -99,28 +125,23 @@ class CoarseTimers:
                 try:
                     timer._callback()
                 except Exception as exc:  # one timer's fault is not the others'
-                    self._loop.call_exception_handler({"message": "a coarse timer's callback failed",
+                    loop.call_exception_handler({"message": "a coarse timer's callback failed",
                                                        "exception": exc})
-        if self._armed:
-            self._handle = self._loop.call_at(self._next_slot * TICK_S, self._tick)
-        else:
-            self._handle = None
+        if self._armed and not self._ticking:
+            self._ticking = True
+            loop.call_at(self._next_slot * TICK_S, self._tick)
 
 
+# One set of timers per event loop, dropped with its loop (the loop is only a weak key here, and
+# its timers refer to it only while they tick).
 _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, CoarseTimers] = weakref.WeakKeyDictionary()
-_last: CoarseTimers | None = None  # most processes run one loop: skip the weak lookup
 
 
 def timers_of(loop: asyncio.AbstractEventLoop) -> CoarseTimers:
     """``loop``'s coarse timers (made on first use)."""
-    global _last
-    last = _last
-    if last is not None and last._loop is loop:
-        return last
     found = _by_loop.get(loop)
     if found is None:
         found = _by_loop[loop] = CoarseTimers(loop)
-    _last = found
     return found
 
 
@@ -145,6 +166,8 @@ class Deadline:
         self._cancelling = 0
 
     async def __aenter__(self) -> Deadline:
+        if self._task is not None:
+            raise RuntimeError("a Deadline is entered once")
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("a Deadline is used inside a task")

@@ -142,3 +142,70 @@ async def test_a_timer_cancelled_by_another_of_the_same_tick_does_not_fire() -> 
     await asyncio.sleep(0.01 + 3 * TICK_S)
     assert fired == ["first"]
     assert timers.armed == 0
+
+
+class _MillisecondLoop:
+    """A loop whose clock reads whole milliseconds, as uvloop's does; timers recorded, not run."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.scheduled: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: object) -> asyncio.TimerHandle:
+        self.scheduled.append(when)
+        return asyncio.TimerHandle(when, lambda: None, (), asyncio.get_running_loop())
+
+
+async def test_a_tick_on_a_slot_boundary_fires_that_slot() -> None:
+    """0.145 / 0.005 is 28.999... in floating point: the tick woken at 0.145 s fires slot 29
+    rather than finding it not yet due and asking to be woken at once again (a busy loop)."""
+    from gateway.runtime.coarse_timers import CoarseTimers
+
+    clock = _MillisecondLoop(0.14)
+    timers = CoarseTimers(clock)  # type: ignore[arg-type]
+    fired: list[int] = []
+    timers.call_at(0.145, lambda: fired.append(1))
+    clock.now = 0.145
+    timers._tick()  # what the loop timer runs at its time
+    assert fired == [1]
+    assert not timers.ticking and timers.armed == 0
+
+
+async def test_an_infinite_deadline_never_arms_anything() -> None:
+    loop = asyncio.get_running_loop()
+    timers = timers_of(loop)
+    timer = timers.call_at(float("inf"), lambda: None)
+    assert timers.armed == 0
+    timer.cancel()
+    async with Deadline(float("inf")):
+        await asyncio.sleep(0)
+
+
+async def test_a_deadline_is_entered_once() -> None:
+    deadline = Deadline(asyncio.get_running_loop().time() + 10)
+    async with deadline:
+        pass
+    with pytest.raises(RuntimeError):
+        async with deadline:
+            pass
+
+
+def test_a_closed_loop_is_not_kept_alive_by_its_timers() -> None:
+    import gc
+    import weakref
+
+    loop = asyncio.new_event_loop()
+
+    async def arm() -> None:
+        running = asyncio.get_running_loop()
+        timers_of(running).call_at(running.time() + 100, lambda: None)
+
+    loop.run_until_complete(arm())
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None
